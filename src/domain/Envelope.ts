@@ -1,0 +1,71 @@
+import { Either } from "effect"
+import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublishedV1 } from "./MaterialPublished.js"
+import { UndecodableMessage } from "./errors.js"
+
+/**
+ * Everything a message carries besides its routing: the AMQP basic properties the kit
+ * sets on every publish, and the JSON body. The outbox stores exactly this, so a
+ * re-publish after an unknown outcome sends the same bytes with the same `messageId`.
+ *
+ * AMQP mapping (RabbitMQ "Publishers" guide, message properties):
+ * `message_id` ← messageId, `correlation_id` ← correlationId, `type` ← type,
+ * `content_type` ← contentType, `timestamp` ← timestampMs / 1000 (AMQP timestamps are
+ * seconds), `app_id` ← appId, header `x-schema-version` ← schemaVersion,
+ * `delivery_mode` 2 (persistent) always.
+ */
+export interface Envelope {
+  /** The event id; stable across re-publishes, the key of every inbox. */
+  readonly messageId: string
+  /** The id of the API request that caused the event. */
+  readonly correlationId: string
+  /** The message type, e.g. `material.published.v1`; also the routing key. */
+  readonly type: string
+  readonly schemaVersion: number
+  readonly contentType: string
+  /** When the event was created, ms since the epoch. */
+  readonly timestampMs: number
+  /** Which program produced the message, e.g. `dostavka-api`. */
+  readonly appId: string
+  /** The JSON body, UTF-8. */
+  readonly body: string
+}
+
+export const JsonContentType = "application/json"
+export const SchemaVersionHeader = "x-schema-version"
+
+/** Builds the envelope of a `material.published.v1` event caused by request `correlationId`. */
+export const envelopeOf = (event: MaterialPublishedV1, correlationId: string, appId: string): Envelope => ({
+  messageId: event.eventId,
+  correlationId,
+  type: MaterialPublishedV1.type,
+  schemaVersion: MaterialPublishedV1.schemaVersion,
+  contentType: JsonContentType,
+  timestampMs: event.publishedAt.getTime(),
+  appId,
+  body: encodeMaterialPublishedV1(event)
+})
+
+/** The events this kit understands, by type and schema version. */
+export type KnownEvent = MaterialPublishedV1
+
+/**
+ * Decodes a received message into a known event.
+ * Fails with `UndecodableMessage` when the type or schema version is unknown, the content
+ * type is not JSON, or the body does not match the schema (the reason names the field).
+ */
+export const decodeEvent = (
+  message: { readonly type: string | undefined; readonly schemaVersion: unknown; readonly contentType: string | undefined; readonly body: string }
+): Either.Either<KnownEvent, UndecodableMessage> => {
+  if (message.type !== MaterialPublishedV1.type) {
+    return Either.left(new UndecodableMessage({ reason: "unknown-type", detail: `unknown message type ${JSON.stringify(message.type)}` }))
+  }
+  if (Number(message.schemaVersion) !== MaterialPublishedV1.schemaVersion) {
+    return Either.left(new UndecodableMessage({ reason: "unknown-version", detail: `unknown schema version ${JSON.stringify(message.schemaVersion)} of ${message.type}` }))
+  }
+  if (message.contentType !== JsonContentType) {
+    return Either.left(new UndecodableMessage({ reason: "bad-content-type", detail: `content type ${JSON.stringify(message.contentType)} is not ${JsonContentType}` }))
+  }
+  return decodeMaterialPublishedV1(message.body).pipe(
+    Either.mapLeft((error) => new UndecodableMessage({ reason: "bad-body", detail: error.message }))
+  )
+}

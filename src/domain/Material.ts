@@ -1,0 +1,53 @@
+import { Schema } from "effect"
+
+/** Length in Unicode code points, which is what a person means by "characters". */
+const codePoints = (s: string): number => {
+  let n = 0
+  for (const _ of s) n++
+  return n
+}
+
+const utf8 = new TextEncoder()
+
+/** 1 MiB: the largest body the API owner stores, in bytes of UTF-8. */
+export const MaxBodyBytes = 1024 * 1024
+
+/** A material's id: 1–200 characters of `[A-Za-z0-9._/-]`, e.g. `guides/quorum-queues`. */
+export const MaterialId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9._/-]{1,200}$/, {
+    message: () => "must be 1–200 characters of A-Z a-z 0-9 . _ / -"
+  }),
+  Schema.brand("MaterialId")
+)
+export type MaterialId = typeof MaterialId.Type
+
+/** A material's revision: an integer ≥ 1; a newer revision has a greater number. */
+export const Revision = Schema.Number.pipe(
+  Schema.int({ message: () => "must be an integer" }),
+  Schema.greaterThanOrEqualTo(1, { message: () => "must be at least 1" }),
+  Schema.brand("Revision")
+)
+export type Revision = typeof Revision.Type
+
+/** A title: 1–500 characters. */
+export const Title = Schema.String.pipe(
+  Schema.filter((s) => codePoints(s) >= 1 && codePoints(s) <= 500, {
+    message: () => "must be 1–500 characters"
+  })
+)
+
+/** A summary: at most 2,000 characters, may be empty. */
+export const Summary = Schema.String.pipe(
+  Schema.filter((s) => codePoints(s) <= 2000, { message: () => "must be at most 2000 characters" })
+)
+
+/** The body: at most 1 MiB of UTF-8. Kept by the API owner only; never put on the bus. */
+export const Body = Schema.String.pipe(
+  Schema.filter((s) => s.length <= MaxBodyBytes && utf8.encode(s).byteLength <= MaxBodyBytes, {
+    message: () => `must be at most ${MaxBodyBytes} bytes of UTF-8`
+  })
+)
+
+/** The rule every store of revisions follows: only a strictly newer revision replaces what is held. */
+export const isNewer = (incoming: Revision, held: Revision | undefined): boolean =>
+  held === undefined || incoming > held

@@ -1,0 +1,24 @@
+import { Schema } from "effect"
+import { MaterialId, Revision, Summary, Title } from "./Material.js"
+
+/**
+ * The fact: "material M was published at revision N". Immutable, past tense, versioned.
+ * It carries no body: receivers that need it ask the API owner. On the wire it is the
+ * JSON message body, snake_case keys, `published_at` an ISO 8601 UTC instant.
+ */
+export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("MaterialPublishedV1")({
+  eventId: Schema.propertySignature(Schema.UUID).pipe(Schema.fromKey("event_id")),
+  materialId: Schema.propertySignature(MaterialId).pipe(Schema.fromKey("material_id")),
+  revision: Revision,
+  title: Title,
+  summary: Summary,
+  publishedAt: Schema.propertySignature(Schema.Date).pipe(Schema.fromKey("published_at"))
+}) {
+  /** The message type, also the routing key. */
+  static readonly type = "material.published.v1"
+  /** The schema version carried in the `x-schema-version` header. */
+  static readonly schemaVersion = 1
+}
+
+export const encodeMaterialPublishedV1 = Schema.encodeSync(Schema.parseJson(MaterialPublishedV1))
+export const decodeMaterialPublishedV1 = Schema.decodeUnknownEither(Schema.parseJson(MaterialPublishedV1))

@@ -1,0 +1,37 @@
+import { Data } from "effect"
+
+/** One field of a refused command and why, e.g. `{ field: "revision", message: "must be at least 1" }`. */
+export interface FieldIssue {
+  readonly field: string
+  readonly message: string
+}
+
+/** The command does not satisfy its schema. HTTP 400 (or 413 when a field is over its size). */
+export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{
+  readonly issues: ReadonlyArray<FieldIssue>
+  readonly tooLarge: boolean
+}> {}
+
+/** The revision is not greater than the material's current one. HTTP 409. */
+export class StaleRevision extends Data.TaggedError("StaleRevision")<{
+  readonly materialId: string
+  readonly revision: number
+  readonly currentRevision: number
+}> {}
+
+/** The idempotency key was already used for a different request. HTTP 422 (IETF draft "The Idempotency-Key HTTP Header Field", §2.7). */
+export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{
+  readonly idempotencyKey: string
+}> {}
+
+/** A received message that cannot become a known event; it goes to the dead-letter queue with this reason. */
+export class UndecodableMessage extends Data.TaggedError("UndecodableMessage")<{
+  readonly reason: "unknown-type" | "unknown-version" | "bad-content-type" | "bad-body"
+  readonly detail: string
+}> {}
+
+/** A store could not be read or written (disk, lock, constraint). Transient unless the cause says otherwise. */
+export class PersistenceError extends Data.TaggedError("PersistenceError")<{
+  readonly operation: string
+  readonly cause: unknown
+}> {}
