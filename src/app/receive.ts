@@ -1,5 +1,5 @@
-import { Clock, Effect, Option } from "effect"
-import type { KnownEvent } from "../domain/Envelope.js"
+import { Clock, Effect, Either, Option } from "effect"
+import { decodeEvent, type KnownEvent } from "../domain/Envelope.js"
 import type { PersistenceError } from "../domain/errors.js"
 import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
@@ -51,3 +51,56 @@ export const receive = <R>(handler: Handler<R>, event: KnownEvent, message: Rece
     Effect.withSpan("Receiver.receive"),
     Effect.annotateLogs({ handler: handler.name, messageId: message.messageId })
   )
+
+/** A message as the consumer hands it over: AMQP properties that matter, and the body as text. */
+export interface IncomingMessage {
+  readonly messageId: string | undefined
+  readonly correlationId: string | undefined
+  readonly type: string | undefined
+  readonly schemaVersion: unknown
+  readonly contentType: string | undefined
+  readonly body: string
+}
+
+/** The consumer's instruction for one delivery. */
+export type Verdict =
+  /** Processed (applied, stale or duplicate): ack it. */
+  | { readonly _tag: "Ack"; readonly disposition: Disposition }
+  /** Can never be processed: put a copy on the handler's dead-letter queue, then ack. */
+  | { readonly _tag: "DeadLetter"; readonly reason: string; readonly detail: string }
+  /** Failed for a reason that may pass (a locked or full disk): hand it back to the queue. */
+  | { readonly _tag: "Requeue"; readonly detail: string }
+
+/**
+ * Decides what becomes of one delivery for `handler`: decodes it (an unknown type or
+ * version, a non-JSON content type, a body that fails the schema, or a missing
+ * `message_id` → `DeadLetter` with the reason), then runs `receive`. Never fails: a
+ * `PersistenceError` becomes `Requeue`.
+ */
+export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
+  Effect.gen(function*() {
+    if (incoming.messageId === undefined || incoming.messageId === "") {
+      return { _tag: "DeadLetter", reason: "no-message-id", detail: "the message has no message_id property" } as Verdict
+    }
+    const decoded = decodeEvent(incoming)
+    if (Either.isLeft(decoded)) {
+      return { _tag: "DeadLetter", reason: decoded.left.reason, detail: decoded.left.detail } as Verdict
+    }
+    const message = { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" }
+    return yield* receive(handler, decoded.right, message).pipe(
+      Effect.map((disposition): Verdict => ({ _tag: "Ack", disposition })),
+      Effect.catchTag("PersistenceError", (error) =>
+        Effect.succeed<Verdict>({ _tag: "Requeue", detail: `${error.operation}: ${describeCause(error.cause)}` }))
+    )
+  })
+
+/** The innermost message of a chain of causes, e.g. SqlError → SqliteError → "database is locked". */
+const describeCause = (cause: unknown): string => {
+  const messages: Array<string> = []
+  let current: unknown = cause
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    if (current.message) messages.push(current.message)
+    current = (current as { cause?: unknown }).cause
+  }
+  return messages.length > 0 ? messages.join(": ") : String(cause)
+}

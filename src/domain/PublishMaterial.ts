@@ -1,4 +1,5 @@
-import { Schema } from "effect"
+import { Either, ParseResult, Schema } from "effect"
+import { InvalidCommand } from "./errors.js"
 import { Body, MaterialId, Revision, Summary, Title } from "./Material.js"
 
 /**
@@ -21,3 +22,19 @@ export const IdempotencyKey = Schema.String.pipe(
   Schema.brand("IdempotencyKey")
 )
 export type IdempotencyKey = typeof IdempotencyKey.Type
+
+/**
+ * Decodes the JSON value of a request body into a `PublishMaterial`, reporting every bad
+ * field (not only the first) by its wire name, e.g. `material_id`. Fails with `InvalidCommand`.
+ */
+export const decodePublishMaterial = (input: unknown): Either.Either<PublishMaterial, InvalidCommand> =>
+  Schema.decodeUnknownEither(PublishMaterial)(input, { errors: "all", onExcessProperty: "error" }).pipe(
+    Either.mapLeft((error) =>
+      new InvalidCommand({
+        issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+          field: issue.path.length === 0 ? "(body)" : issue.path.map(String).join("."),
+          message: issue.message
+        }))
+      })
+    )
+  )

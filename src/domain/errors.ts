@@ -6,10 +6,9 @@ export interface FieldIssue {
   readonly message: string
 }
 
-/** The command does not satisfy its schema. HTTP 400 (or 413 when a field is over its size). */
+/** The command does not satisfy its schema; each issue names a field in its wire spelling. HTTP 400. */
 export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{
   readonly issues: ReadonlyArray<FieldIssue>
-  readonly tooLarge: boolean
 }> {}
 
 /** The revision is not greater than the material's current one. HTTP 409. */
@@ -26,7 +25,7 @@ export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused
 
 /** A received message that cannot become a known event; it goes to the dead-letter queue with this reason. */
 export class UndecodableMessage extends Data.TaggedError("UndecodableMessage")<{
-  readonly reason: "unknown-type" | "unknown-version" | "bad-content-type" | "bad-body"
+  readonly reason: "no-message-id" | "unknown-type" | "unknown-version" | "bad-content-type" | "bad-body"
   readonly detail: string
 }> {}
 

@@ -1,0 +1,177 @@
+import { Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
+import type { ConsumeMessage } from "amqplib"
+import { SchemaVersionHeader } from "../../domain/Envelope.js"
+import type { IncomingMessage, Verdict } from "../../app/receive.js"
+import type { AmqpPublisher } from "./AmqpPublisher.js"
+import { openConnection } from "./AmqpConnection.js"
+import { BrokerUnavailable, declareTopology, type Topology } from "./Topology.js"
+
+/** Headers the kit adds to a dead-lettered copy; the body and the original properties stay as they were. */
+export const DeadLetterHeaders = {
+  reason: "x-dostavka-reason",
+  error: "x-dostavka-error",
+  handler: "x-dostavka-handler",
+  deadAt: "x-dostavka-dead-at",
+  originalExchange: "x-dostavka-original-exchange",
+  originalRoutingKey: "x-dostavka-original-routing-key"
+} as const
+
+export interface ConsumerOptions<R> {
+  readonly url: Redacted.Redacted<string>
+  readonly connectionName: string
+  readonly topology: Topology
+  readonly handler: string
+  readonly queue: string
+  readonly deadQueue: string
+  /** Unacked deliveries the broker may push to this consumer (basic.qos, per consumer). */
+  readonly prefetch: number
+  readonly decide: (incoming: IncomingMessage) => Effect.Effect<Verdict, never, R>
+  /** Publishes dead-lettered copies; on the receiver's publishing connection, not this one. */
+  readonly deadLetters: AmqpPublisher
+  readonly requeueDelay: Duration.DurationInput
+  readonly reconnect: Schedule.Schedule<unknown, unknown>
+}
+
+const toIncoming = (message: ConsumeMessage): IncomingMessage => ({
+  messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
+  correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
+  type: typeof message.properties.type === "string" ? message.properties.type : undefined,
+  schemaVersion: message.properties.headers?.[SchemaVersionHeader],
+  contentType: typeof message.properties.contentType === "string" ? message.properties.contentType : undefined,
+  body: message.content.toString("utf8")
+})
+
+/**
+ * Consumes `queue` with manual acks until interrupted, reconnecting by `reconnect` when
+ * the connection or channel is lost (topology declared again, consumer registered again).
+ *
+ * Each delivery is decided by `decide` and then: `Ack` → basic.ack; `DeadLetter` → a copy
+ * (same body and properties, plus the `x-dostavka-*` headers) is published to
+ * `deadQueue` and confirmed before the original is acked; `Requeue` → basic.nack with
+ * requeue after `requeueDelay`. A delivery tag is only ever acked on the channel that
+ * delivered it, and only while that channel is open; after a loss the broker redelivers.
+ * Deliveries are processed one at a time in arrival order; on interruption the one in
+ * progress finishes (and is acked) before the consumer is cancelled and the channel
+ * closed. Fails only with `TopologyMismatch`.
+ */
+export const runConsumer = <R>(options: ConsumerOptions<R>) => {
+  const session = Effect.scoped(Effect.gen(function*() {
+    const connection = yield* openConnection(options.url, options.connectionName)
+    yield* declareTopology(connection, options.topology)
+    const channel = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => connection.createChannel(),
+        catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${String(cause)}` })
+      }),
+      (ch) => Effect.promise(() => ch.close().catch(() => undefined))
+    )
+    const lost = yield* Deferred.make<void, BrokerUnavailable>()
+    let open = true
+    const onLost = (why: string) => () => {
+      open = false
+      Deferred.unsafeDone(lost, Effect.fail(new BrokerUnavailable({ detail: why })))
+    }
+    channel.on("error", () => {})
+    channel.on("close", onLost("channel closed"))
+    connection.on("close", onLost("connection closed"))
+
+    yield* Effect.tryPromise({
+      try: () => channel.prefetch(options.prefetch, false),
+      catch: (cause) => new BrokerUnavailable({ detail: `basic.qos: ${String(cause)}` })
+    })
+    const mailbox = yield* Queue.unbounded<ConsumeMessage>()
+    const { consumerTag } = yield* Effect.tryPromise({
+      try: () =>
+        channel.consume(options.queue, (message) => {
+          if (message === null) onLost("consumer cancelled by the broker")()
+          else mailbox.unsafeOffer(message)
+        }, { noAck: false }),
+      catch: (cause) => new BrokerUnavailable({ detail: `basic.consume on '${options.queue}': ${String(cause)}` })
+    })
+    // Runs before the channel's release: stop deliveries first, so a shutdown leaves
+    // nothing half-processed; unacked prefetched messages return to the queue on close.
+    yield* Effect.addFinalizer(() =>
+      open ? Effect.promise(() => channel.cancel(consumerTag).catch(() => undefined)) : Effect.void
+    )
+    yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue: options.queue, prefetch: options.prefetch }))
+
+    const settle = (message: ConsumeMessage, verdict: Verdict) =>
+      Effect.gen(function*() {
+        switch (verdict._tag) {
+          case "Ack":
+            if (open) channel.ack(message)
+            return
+          case "DeadLetter": {
+            const [outcome] = yield* options.deadLetters.publish([{
+              exchange: "",
+              routingKey: options.deadQueue,
+              content: message.content,
+              options: {
+                ...definedProperties(message),
+                messageId: typeof message.properties.messageId === "string" && message.properties.messageId !== ""
+                  ? message.properties.messageId
+                  : `dead-${message.fields.deliveryTag}-${Date.now()}`,
+                persistent: true,
+                headers: {
+                  ...message.properties.headers,
+                  [DeadLetterHeaders.reason]: verdict.reason,
+                  [DeadLetterHeaders.error]: verdict.detail.slice(0, 4000),
+                  [DeadLetterHeaders.handler]: options.handler,
+                  [DeadLetterHeaders.deadAt]: new Date().toISOString(),
+                  [DeadLetterHeaders.originalExchange]: message.fields.exchange,
+                  [DeadLetterHeaders.originalRoutingKey]: message.fields.routingKey
+                }
+              }
+            }])
+            if (outcome?._tag === "Confirmed") {
+              yield* Effect.logWarning("dead-lettered").pipe(Effect.annotateLogs({ reason: verdict.reason, detail: verdict.detail }))
+              if (open) channel.ack(message)
+            } else {
+              yield* Effect.logError("dead-letter copy not confirmed; handing the message back").pipe(
+                Effect.annotateLogs({ outcome: outcome?._tag })
+              )
+              yield* Effect.sleep(options.requeueDelay)
+              if (open) channel.nack(message, false, true)
+            }
+            return
+          }
+          case "Requeue":
+            yield* Effect.logWarning("handler failed; handing the message back").pipe(
+              Effect.annotateLogs({ detail: verdict.detail })
+            )
+            yield* Effect.sleep(options.requeueDelay)
+            if (open) channel.nack(message, false, true)
+        }
+      })
+
+    const processOne = (message: ConsumeMessage) =>
+      options.decide(toIncoming(message)).pipe(
+        Effect.flatMap((verdict) => settle(message, verdict)),
+        Effect.annotateLogs({
+          handler: options.handler,
+          messageId: String(message.properties.messageId),
+          deliveryTag: message.fields.deliveryTag,
+          redelivered: message.fields.redelivered
+        }),
+        Effect.uninterruptible
+      )
+
+    return yield* Effect.raceFirst(
+      Effect.forever(Effect.flatMap(Queue.take(mailbox), processOne)),
+      Deferred.await(lost)
+    )
+  }))
+
+  return session.pipe(
+    Effect.tapError((error) =>
+      Effect.logWarning("consumer lost the broker; reconnecting").pipe(
+        Effect.annotateLogs({ queue: options.queue, error: error.message })
+      )
+    ),
+    Effect.retry({ schedule: options.reconnect, while: (error) => error._tag === "BrokerUnavailable" })
+  )
+}
+
+/** The original message's basic properties, minus the ones amqplib did not receive. */
+const definedProperties = (message: ConsumeMessage) =>
+  Object.fromEntries(Object.entries(message.properties).filter(([, v]) => v !== undefined))

@@ -1,0 +1,42 @@
+import { Effect, Layer, Option, Ref } from "effect"
+import { Inbox, type Receipt } from "../../ports/Inbox.js"
+import { MemoryDatabase, uniqueViolation } from "./MemoryDatabase.js"
+
+type Entry = Receipt & { readonly duplicates: number }
+const keyOf = (handler: string, messageId: string) => `${handler}\u0000${messageId}`
+
+/** The in-memory twin of `InboxSqlite`. */
+export const InboxMemory = Layer.effect(
+  Inbox,
+  Effect.gen(function*() {
+    const db = yield* MemoryDatabase
+    const table = yield* db.table<ReadonlyMap<string, Entry>>("inbox", new Map())
+    return {
+      find: (handler, messageId) =>
+        Effect.map(Ref.get(table), (t) =>
+          Option.map(Option.fromNullable(t.get(keyOf(handler, messageId))), ({ duplicates: _, ...receipt }) => receipt)),
+      record: (receipt) =>
+        Effect.flatMap(Ref.get(table), (t) => {
+          const key = keyOf(receipt.handler, receipt.messageId)
+          return t.has(key)
+            ? Effect.fail(uniqueViolation("inbox.record", "inbox.handler, inbox.message_id"))
+            : Ref.set(table, new Map(t).set(key, { ...receipt, duplicates: 0 }))
+        }),
+      noteDuplicate: (handler, messageId) =>
+        Ref.update(table, (t) => {
+          const key = keyOf(handler, messageId)
+          const entry = t.get(key)
+          return entry === undefined ? t : new Map(t).set(key, { ...entry, duplicates: entry.duplicates + 1 })
+        }),
+      counts: (handler) =>
+        Effect.map(Ref.get(table), (t) => {
+          const mine = [...t.values()].filter((e) => e.handler === handler)
+          return {
+            applied: mine.filter((e) => e.outcome === "applied").length,
+            stale: mine.filter((e) => e.outcome === "stale").length,
+            duplicates: mine.reduce((n, e) => n + e.duplicates, 0)
+          }
+        })
+    }
+  })
+)

@@ -1,0 +1,46 @@
+import { Effect, Layer } from "effect"
+import { Settings } from "../config.js"
+import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
+import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
+import { databaseFile, databaseLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
+import { InboxSqlite } from "../adapters/sqlite/InboxSqlite.js"
+import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
+import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
+import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
+
+const database = (service: ServiceDatabase) =>
+  Layer.unwrapEffect(Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service)))
+
+// Each is one value, so that roles of one process that use the same database share one
+// connection (Layers are memoized by reference). Two better-sqlite3 connections writing
+// one file in one process would block each other: a busy wait is synchronous.
+// The adapters are `Layer.fresh` for the same reason turned around: `InboxSqlite` is one
+// value used over two databases, and memoized it would serve both from the first.
+
+/** The API owner's stores over `api.db`: materials, requests, outbox, and its Transaction. */
+export const ApiStores = Layer.mergeAll(
+  Layer.fresh(TransactionSqlite),
+  Layer.fresh(OutboxSqlite),
+  Layer.fresh(MaterialStoreSqlite),
+  Layer.fresh(PublicationRequestsSqlite)
+).pipe(
+  Layer.provide(database("api"))
+)
+
+/** The catalog's stores over `catalog.db`: entries, inbox, Transaction. */
+export const CatalogStores = Layer.mergeAll(
+  Layer.fresh(TransactionSqlite),
+  Layer.fresh(InboxSqlite),
+  Layer.fresh(CatalogStoreSqlite)
+).pipe(
+  Layer.provide(database("catalog"))
+)
+
+/** The audit receiver's stores over `audit.db`: records, inbox, Transaction. */
+export const AuditStores = Layer.mergeAll(
+  Layer.fresh(TransactionSqlite),
+  Layer.fresh(InboxSqlite),
+  Layer.fresh(AuditLogSqlite)
+).pipe(
+  Layer.provide(database("audit"))
+)

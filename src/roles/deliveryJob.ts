@@ -1,0 +1,147 @@
+import { FileSystem, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
+import { Clock, Console, Data, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Inbox } from "../ports/Inbox.js"
+import { Outbox } from "../ports/Outbox.js"
+import { CatalogStore } from "../ports/CatalogStore.js"
+import { AuditLog } from "../ports/AuditLog.js"
+import { ApiStores, AuditStores, CatalogStores } from "./databases.js"
+
+/** One line of `data/materials.jsonl`: a publication request and the answer it must get. */
+const DatasetLine = Schema.parseJson(Schema.Struct({
+  idempotency_key: Schema.String,
+  material_id: Schema.String,
+  revision: Schema.Number,
+  title: Schema.String,
+  summary: Schema.String,
+  body: Schema.String,
+  expect: Schema.Literal("accepted", "replay", "stale")
+}))
+
+/** The job did not end as the data set says it must. */
+export class DeliveryJobFailed extends Data.TaggedError("DeliveryJobFailed")<{ readonly detail: string }> {
+  override get message() {
+    return this.detail
+  }
+}
+
+/** What the job saw: the API's answers and what each receiver holds afterwards. */
+export interface DeliveryReport {
+  readonly requests: number
+  readonly accepted: number
+  readonly replayed: number
+  readonly rejectedStale: number
+  readonly rejectedOther: number
+  readonly unexpected: number
+  readonly published: number
+  readonly pending: number
+  readonly catalog: { readonly applied: number; readonly stale: number; readonly duplicates: number; readonly entries: number }
+  readonly audit: { readonly applied: number; readonly duplicates: number; readonly records: number }
+}
+
+const Accepted = Schema.Struct({ request_id: Schema.String, event_id: Schema.String, status: Schema.String })
+
+/**
+ * The main job: POSTs every line of `datasetPath` (JSON Lines) to the running API, in
+ * file order, with its idempotency key; checks each answer against the line's `expect`
+ * (202 new, 202 replayed, 409 stale); then waits (at most `deadline`) until the catalog
+ * and the audit inboxes hold a receipt for every accepted event, and returns the report.
+ * Fails with `DeliveryJobFailed` if an answer was not the expected one or the deadline passed.
+ */
+export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationInput = "120 seconds") =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const server = yield* HttpServer.HttpServer
+    const port = server.address._tag === "TcpAddress" ? server.address.port : 0
+    const client = (yield* HttpClient.HttpClient).pipe(HttpClient.filterStatus(() => true))
+    const lines = (yield* fs.readFileString(datasetPath)).split("\n").filter((l) => l.trim() !== "")
+
+    const eventIds = new Set<string>()
+    let accepted = 0, replayed = 0, rejectedStale = 0, rejectedOther = 0, unexpected = 0
+    for (const [index, text] of lines.entries()) {
+      const line = yield* Schema.decodeUnknown(DatasetLine)(text).pipe(
+        Effect.mapError((e) => new DeliveryJobFailed({ detail: `${datasetPath}:${index + 1}: ${e.message}` }))
+      )
+      const { idempotency_key, expect, ...command } = line
+      const response = yield* HttpClientRequest.post(`http://127.0.0.1:${port}/v1/publications`).pipe(
+        HttpClientRequest.setHeader("idempotency-key", idempotency_key),
+        HttpClientRequest.bodyUnsafeJson(command),
+        client.execute
+      )
+      const isReplay = response.headers["idempotent-replayed"] === "true"
+      const outcome = response.status === 202 ? (isReplay ? "replay" : "accepted") : response.status === 409 ? "stale" : `HTTP ${response.status}`
+      if (response.status === 202) {
+        const body = yield* Effect.flatMap(response.json, Schema.decodeUnknown(Accepted))
+        eventIds.add(body.event_id)
+        if (isReplay) replayed++
+        else accepted++
+      } else if (response.status === 409) rejectedStale++
+      else rejectedOther++
+      // A second run finds every request already accepted: "accepted" lines come back as replays.
+      const expected = outcome === expect || (expect === "accepted" && outcome === "replay")
+      if (!expected) {
+        unexpected++
+        yield* Effect.logError("unexpected answer").pipe(
+          Effect.annotateLogs({ line: index + 1, expected: expect, got: outcome, body: yield* response.text })
+        )
+      }
+    }
+
+    // Read through connections of the job's own: the roles' stores are private to them.
+    const api = yield* Layer.build(ApiStores)
+    const catalogDb = yield* Layer.build(CatalogStores)
+    const auditDb = yield* Layer.build(AuditStores)
+    const receiptsOf = (handler: string) =>
+      Effect.flatMap(Inbox, (inbox) =>
+        Effect.reduce(eventIds, 0, (n, id) => Effect.map(inbox.find(handler, id), (r) => n + (Option.isSome(r) ? 1 : 0))))
+    const startedAt = yield* Clock.currentTimeMillis
+    const allReceived = Effect.gen(function*() {
+      const catalog = yield* Effect.provide(receiptsOf("catalog"), catalogDb)
+      const audit = yield* Effect.provide(receiptsOf("audit"), auditDb)
+      return catalog === eventIds.size && audit === eventIds.size
+    })
+    while (!(yield* allReceived)) {
+      if ((yield* Clock.currentTimeMillis) - startedAt > Duration.toMillis(deadline)) {
+        return yield* new DeliveryJobFailed({ detail: `receivers did not apply all ${eventIds.size} events within ${Duration.format(deadline)}` })
+      }
+      yield* Effect.sleep("100 millis")
+    }
+
+    const outbox = yield* Effect.provide(Effect.flatMap(Outbox, (o) => Effect.flatMap(Clock.currentTimeMillis, o.stats)), api)
+    const catalog = yield* Effect.provide(
+      Effect.all({ counts: Effect.flatMap(Inbox, (i) => i.counts("catalog")), entries: Effect.flatMap(CatalogStore, (c) => c.count) }),
+      catalogDb
+    )
+    const audit = yield* Effect.provide(
+      Effect.all({ counts: Effect.flatMap(Inbox, (i) => i.counts("audit")), records: Effect.flatMap(AuditLog, (a) => a.count) }),
+      auditDb
+    )
+    const report: DeliveryReport = {
+      requests: lines.length,
+      accepted,
+      replayed,
+      rejectedStale,
+      rejectedOther,
+      unexpected,
+      published: outbox.published,
+      pending: outbox.pending,
+      catalog: { ...catalog.counts, entries: catalog.entries },
+      audit: { applied: audit.counts.applied, duplicates: audit.counts.duplicates, records: audit.records }
+    }
+    if (unexpected > 0) return yield* new DeliveryJobFailed({ detail: `${unexpected} answers differed from the data set's expectations` })
+    return report
+  }).pipe(Effect.scoped, Effect.withSpan("DeliveryJob.run"))
+
+/** The report as a person reads it. */
+export const formatReport = (r: DeliveryReport): string => [
+  "Dostavka delivery report",
+  `  requests sent                 ${r.requests}`,
+  `  accepted (new)                ${r.accepted}`,
+  `  accepted again (replay)       ${r.replayed}    same Idempotency-Key and body: same ids, nothing written`,
+  `  rejected, stale revision 409  ${r.rejectedStale}`,
+  `  rejected, other               ${r.rejectedOther}`,
+  `  published (confirmed)         ${r.published}    outbox pending: ${r.pending}`,
+  `  catalog  applied ${r.catalog.applied}, stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}; entries ${r.catalog.entries}`,
+  `  audit    applied ${r.audit.applied}, duplicates suppressed ${r.audit.duplicates}; records ${r.audit.records}`
+].join("\n")
+
+export const printReport = (r: DeliveryReport) => Console.log(formatReport(r))

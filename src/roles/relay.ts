@@ -1,0 +1,19 @@
+import { Effect, Layer } from "effect"
+import { hostname } from "node:os"
+import { randomUUID } from "node:crypto"
+import { runRelay } from "../app/relay.js"
+import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
+import { ApiStores } from "./databases.js"
+import { declareAtStart } from "./broker.js"
+
+/**
+ * The `relay` role: drains `api.db`'s outbox to the broker with pipelined publisher
+ * confirms, on its own publishing connection, while it holds the relay lease. Needs
+ * `Settings` and `OutboxSignal`.
+ */
+export const RelayRole = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    yield* declareAtStart("dostavka-relay-setup")
+    yield* Effect.forkScoped(runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
+  })
+).pipe(Layer.provide(Layer.merge(EventBusAmqp("dostavka-relay-publisher"), ApiStores)))
