@@ -19,7 +19,7 @@ export class MemoryDatabase extends Context.Tag("dostavka/MemoryDatabase")<Memor
     Effect.gen(function*() {
       const tables = new Map<string, Ref.Ref<unknown>>()
       const lock = yield* Effect.makeSemaphore(1)
-      const inTransaction = yield* FiberRef.make(false)
+      const inTransaction = FiberRef.unsafeMake(false)
       const table = <T>(name: string, initial: T) =>
         Effect.sync(() => {
           let ref = tables.get(name)

@@ -1,0 +1,127 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import { AuditLogSqlite } from "../../src/adapters/sqlite/AuditLogSqlite.js"
+import { CatalogStoreSqlite } from "../../src/adapters/sqlite/CatalogStoreSqlite.js"
+import { databaseLayer, TransactionSqlite } from "../../src/adapters/sqlite/Database.js"
+import { InboxSqlite } from "../../src/adapters/sqlite/InboxSqlite.js"
+import { MaterialStoreSqlite } from "../../src/adapters/sqlite/MaterialStoreSqlite.js"
+import { OutboxSqlite } from "../../src/adapters/sqlite/OutboxSqlite.js"
+import { PublicationRequestsSqlite } from "../../src/adapters/sqlite/PublicationRequestsSqlite.js"
+import { PersistenceError } from "../../src/domain/errors.js"
+import { AuditLog } from "../../src/ports/AuditLog.js"
+import { CatalogStore } from "../../src/ports/CatalogStore.js"
+import { Inbox } from "../../src/ports/Inbox.js"
+import { MaterialStore } from "../../src/ports/MaterialStore.js"
+import { Outbox } from "../../src/ports/Outbox.js"
+import { PublicationRequests } from "../../src/ports/PublicationRequests.js"
+import { Transaction } from "../../src/ports/Transaction.js"
+import { tempDataDir } from "../support/broker.js"
+import { ApiMemory, ReceiverMemory } from "../support/memory.js"
+import { MaterialMother } from "../support/MaterialMother.js"
+
+type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
+type ReceiverPorts = Transaction | Inbox | CatalogStore | AuditLog
+
+const sqliteApi = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
+  Layer.mergeAll(TransactionSqlite, OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
+    Layer.provide(databaseLayer(`${dir}/api.db`, "api"))
+  )))
+const sqliteReceiver = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
+  Layer.mergeAll(TransactionSqlite, InboxSqlite, CatalogStoreSqlite).pipe(
+    Layer.provideMerge(databaseLayer(`${dir}/catalog.db`, "catalog")),
+    Layer.merge(AuditLogSqlite.pipe(Layer.provide(databaseLayer(`${dir}/audit.db`, "audit"))))
+  )))
+
+const adapters: ReadonlyArray<readonly [string, Layer.Layer<ApiPorts>, Layer.Layer<ReceiverPorts>]> = [
+  ["memory", ApiMemory, ReceiverMemory],
+  ["sqlite", Layer.orDie(sqliteApi), Layer.orDie(sqliteReceiver)]
+]
+
+const revision = (materialId: string, rev: number, eventId = `e-${materialId}-${rev}`) => ({
+  materialId, revision: rev, title: "t", summary: "s", body: "b", eventId, publishedAtMs: 1000
+})
+
+describe.each(adapters)("store contract: %s", (_, api, receiver) => {
+  it.effect("outbox: pending oldest first; markPublished; stats with the oldest pending age", () =>
+    Effect.gen(function*() {
+      const outbox = yield* Outbox
+      const envelopes = [1, 2, 3].map((r) => MaterialMother.envelope(MaterialMother.event({ revision: r })))
+      for (const [i, e] of envelopes.entries()) yield* outbox.enqueue(e, 1000 + i)
+      const pending = yield* outbox.pending(2)
+      expect(pending.map((m) => m.envelope)).toEqual(envelopes.slice(0, 2))
+      expect(pending[0]!.sequence).toBeLessThan(pending[1]!.sequence)
+      yield* outbox.markPublished([envelopes[0]!.messageId], 5000)
+      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, oldestPendingAgeMs: 500 })
+      expect(yield* outbox.publishedAt(envelopes[0]!.messageId)).toEqual(Option.some(5000))
+      expect(yield* outbox.publishedAt(envelopes[1]!.messageId)).toEqual(Option.some(null))
+      expect(yield* outbox.publishedAt("nope")).toEqual(Option.none())
+      const again = yield* Effect.flip(outbox.enqueue(envelopes[0]!, 9))
+      expect(again).toBeInstanceOf(PersistenceError)
+    }).pipe(Effect.provide(api)))
+
+  it.effect("outbox lease: one owner at a time, renewable, free after expiry or release", () =>
+    Effect.gen(function*() {
+      const outbox = yield* Outbox
+      expect(yield* outbox.acquireLease("a", 100, 0)).toBe(true)
+      expect(yield* outbox.acquireLease("b", 100, 50)).toBe(false)
+      expect(yield* outbox.acquireLease("a", 100, 90)).toBe(true)
+      expect(yield* outbox.acquireLease("b", 100, 150)).toBe(false)
+      expect(yield* outbox.acquireLease("b", 100, 190)).toBe(true)
+      yield* outbox.releaseLease("a")
+      expect(yield* outbox.acquireLease("a", 100, 200)).toBe(false)
+      yield* outbox.releaseLease("b")
+      expect(yield* outbox.acquireLease("a", 100, 200)).toBe(true)
+    }).pipe(Effect.provide(api)))
+
+  it.effect("materials and requests: latest revision, unique keys, a failed transaction keeps nothing", () =>
+    Effect.gen(function*() {
+      const materials = yield* MaterialStore
+      const requests = yield* PublicationRequests
+      const transaction = yield* Transaction
+      yield* materials.insert(revision("m", 1))
+      yield* materials.insert(revision("m", 3))
+      yield* materials.insert(revision("m", 2))
+      expect(Option.getOrThrow(yield* materials.latest("m")).revision).toBe(3)
+      expect(yield* Effect.flip(materials.insert(revision("m", 3, "other")))).toBeInstanceOf(PersistenceError)
+      const request = { idempotencyKey: "k", requestHash: "h", requestId: "r", eventId: "e", materialId: "m", revision: 4, acceptedAtMs: 1 }
+      const failed = yield* Effect.flip(transaction.run(Effect.gen(function*() {
+        yield* materials.insert(revision("m", 4, "e"))
+        yield* requests.insert(request)
+        return yield* Effect.fail("boom" as const)
+      })))
+      expect(failed).toBe("boom")
+      expect(Option.getOrThrow(yield* materials.latest("m")).revision).toBe(3)
+      expect(yield* requests.byKey("k")).toEqual(Option.none())
+      yield* requests.insert(request)
+      expect(yield* requests.byId("r")).toEqual(Option.some(request))
+      expect(yield* Effect.flip(requests.insert({ ...request, requestId: "r2", eventId: "e2" }))).toBeInstanceOf(PersistenceError)
+    }).pipe(Effect.provide(api)))
+
+  it.effect("inbox, catalog and audit: one receipt per (handler, message), duplicates counted", () =>
+    Effect.gen(function*() {
+      const inbox = yield* Inbox
+      const catalog = yield* CatalogStore
+      const audit = yield* AuditLog
+      yield* inbox.record({ handler: "catalog", messageId: "m1", outcome: "applied", receivedAtMs: 1 })
+      yield* inbox.record({ handler: "catalog", messageId: "m2", outcome: "stale", receivedAtMs: 2 })
+      yield* inbox.record({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 })
+      expect(yield* Effect.flip(inbox.record({ handler: "catalog", messageId: "m1", outcome: "applied", receivedAtMs: 4 })))
+        .toBeInstanceOf(PersistenceError)
+      yield* inbox.noteDuplicate("catalog", "m1")
+      yield* inbox.noteDuplicate("catalog", "m1")
+      expect(yield* inbox.counts("catalog")).toEqual({ applied: 1, stale: 1, duplicates: 2 })
+      expect(yield* inbox.find("audit", "m1")).toEqual(Option.some({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 }))
+      expect(yield* inbox.find("audit", "m2")).toEqual(Option.none())
+
+      const entry = { materialId: "m", revision: 2, title: "t", summary: "s", publishedAtMs: 5, eventId: "e2" }
+      yield* catalog.put({ ...entry, revision: 1, eventId: "e1" })
+      yield* catalog.put(entry)
+      expect(yield* catalog.get("m")).toEqual(Option.some(entry))
+      expect(yield* catalog.count).toBe(1)
+
+      const record = { eventId: "e1", materialId: "m", revision: 1, title: "t", publishedAtMs: 5, correlationId: "c", receivedAtMs: 6 }
+      yield* audit.append(record)
+      expect(yield* Effect.flip(audit.append(record))).toBeInstanceOf(PersistenceError)
+      expect(yield* audit.count).toBe(1)
+    }).pipe(Effect.provide(receiver)))
+})

@@ -1,0 +1,32 @@
+import { randomUUID } from "node:crypto"
+import { type Envelope, envelopeOf } from "../../src/domain/Envelope.js"
+import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
+import { PublishMaterial, IdempotencyKey } from "../../src/domain/PublishMaterial.js"
+import { MaterialId, Revision } from "../../src/domain/Material.js"
+import { Schema } from "effect"
+
+/** Valid commands and events, with only what a test cares about stated. */
+export const MaterialMother = {
+  command: (overrides: Partial<{ materialId: string; revision: number; title: string; summary: string; body: string }> = {}) =>
+    PublishMaterial.make({
+      materialId: MaterialId.make(overrides.materialId ?? "guides/quorum-queues"),
+      revision: Revision.make(overrides.revision ?? 1),
+      title: overrides.title ?? `Quorum queues, revision ${overrides.revision ?? 1}`,
+      summary: overrides.summary ?? "Why replicated queues replace mirrored ones.",
+      body: overrides.body ?? "Quorum queues are replicated with Raft.\n\nThey are durable by design."
+    }),
+  /** The JSON a client POSTs for `command` (snake_case keys). */
+  wire: (command: PublishMaterial) => Schema.encodeSync(PublishMaterial)(command),
+  key: (suffix: string = randomUUID()) => IdempotencyKey.make(`key-${suffix}`),
+  event: (overrides: Partial<{ eventId: string; materialId: string; revision: number; title: string }> = {}) =>
+    MaterialPublishedV1.make({
+      eventId: overrides.eventId ?? randomUUID(),
+      materialId: MaterialId.make(overrides.materialId ?? "guides/quorum-queues"),
+      revision: Revision.make(overrides.revision ?? 1),
+      title: overrides.title ?? `Quorum queues, revision ${overrides.revision ?? 1}`,
+      summary: "Why replicated queues replace mirrored ones.",
+      publishedAt: new Date("2026-11-29T12:00:00.000Z")
+    }),
+  envelope: (event: MaterialPublishedV1, correlationId: string = randomUUID()): Envelope =>
+    envelopeOf(event, correlationId, "dostavka-test")
+}
