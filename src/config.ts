@@ -60,6 +60,8 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   relayLeaseTtl: millis("DOSTAVKA_RELAY_LEASE_MS", 15_000)
 })
 
+const emptyProvider = ConfigProvider.fromMap(new Map())
+
 export class Settings extends Context.Tag("dostavka/Settings")<Settings, SettingsShape>() {
   /** Reads the environment; fails with a `ConfigError` naming the bad variable. */
   static readonly layer = Layer.effect(Settings, settingsConfig)
@@ -67,11 +69,10 @@ export class Settings extends Context.Tag("dostavka/Settings")<Settings, Setting
   static readonly with = (overrides: Partial<SettingsShape>) =>
     Layer.effect(
       Settings,
-      Effect.map(Effect.withConfigProvider(settingsConfig, emptyProvider), (s) => ({ ...s, ...overrides }))
+      Effect.map(Effect.orDie(Effect.withConfigProvider(settingsConfig, emptyProvider)), (s) => ({ ...s, ...overrides }))
     )
 }
 
-const emptyProvider = ConfigProvider.fromMap(new Map())
 
 /**
  * Reconnect after a lost connection or channel: exponential from 250 ms, doubled each

@@ -1,0 +1,98 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
+import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
+import { publishMaterial } from "../../src/app/publishMaterial.js"
+import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
+import { ApiStores } from "../../src/roles/databases.js"
+import { RelayRole } from "../../src/roles/relay.js"
+import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
+import { query, startRoles, testSettings } from "../support/roles.js"
+import { MaterialMother } from "../support/MaterialMother.js"
+
+describe("relay and topology on the real broker", () => {
+  it.scopedLive("the relay publishes a persistent message carrying every envelope property", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("relay")
+      yield* cleanupTopology(prefix)
+      const settings = testSettings(prefix, dir)
+      const accepted = yield* publishMaterial(MaterialMother.key(), MaterialMother.command({ materialId: "guides/confirms", revision: 4 })).pipe(
+        Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer)),
+        Effect.provide(settings)
+      )
+      yield* startRoles(RelayRole, settings)
+      yield* eventually(Effect.sync(() => query(dir, "api", "SELECT published_at FROM outbox")[0]), (row) => row?.published_at != null)
+
+      const connection = yield* testConnection
+      const channel = yield* Effect.promise(() => connection.createChannel())
+      const message = yield* eventually(Effect.promise(() => channel.get(namesOf(prefix).queue("audit"), { noAck: true })), (m) => m !== false)
+      if (message === false) return
+      const [row] = query<{ timestamp_ms: number }>(dir, "api", "SELECT timestamp_ms FROM outbox")
+      expect(message.fields).toMatchObject({ exchange: `${prefix}.events`, routingKey: "material.published.v1" })
+      expect(message.properties).toMatchObject({
+        deliveryMode: 2,
+        messageId: accepted.eventId,
+        correlationId: accepted.requestId,
+        type: "material.published.v1",
+        contentType: "application/json",
+        appId: "dostavka-api",
+        timestamp: Math.floor(row!.timestamp_ms / 1000),
+        headers: { "x-schema-version": 1 }
+      })
+      expect(JSON.parse(message.content.toString("utf8"))).toEqual({
+        event_id: accepted.eventId,
+        material_id: "guides/confirms",
+        revision: 4,
+        title: "Quorum queues, revision 4",
+        summary: "Why replicated queues replace mirrored ones.",
+        published_at: new Date(row!.timestamp_ms).toISOString()
+      })
+    }))
+
+  it.scopedLive("a publish that no queue is bound for is Rejected(returned), one that is bound is Confirmed", () =>
+    Effect.gen(function*() {
+      const prefix = uniquePrefix("returns")
+      yield* cleanupTopology(prefix)
+      const publisher = yield* makeAmqpPublisher({
+        url: redactedUrl,
+        connectionName: "dostavka-test-publisher",
+        topology: topologyOf(prefix, "classic"),
+        confirmTimeout: "5 seconds"
+      })
+      const message = (routingKey: string, id: string) => ({
+        exchange: `${prefix}.events`,
+        routingKey,
+        content: Buffer.from("{}"),
+        options: { messageId: id, persistent: true }
+      })
+      const outcomes = yield* publisher.publish([
+        message("material.published.v1", "a"),
+        message("material.deleted.v1", "b"),
+        message("material.published.v1", "c")
+      ])
+      expect(outcomes.map((o) => o._tag === "Rejected" ? `Rejected(${o.reason})` : o._tag)).toEqual([
+        "Confirmed",
+        "Rejected(returned)",
+        "Confirmed"
+      ])
+    }))
+
+  it.scopedLive("a queue the broker already has with other arguments fails with TopologyMismatch naming it", () =>
+    Effect.gen(function*() {
+      const prefix = uniquePrefix("mismatch")
+      yield* cleanupTopology(prefix)
+      const connection = yield* testConnection
+      const channel = yield* Effect.promise(() => connection.createChannel())
+      yield* Effect.promise(() => channel.assertQueue(`${prefix}.catalog`, { durable: true, arguments: { "x-max-length": 10 } }))
+      const error = yield* Effect.flip(Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
+        declareTopology(c, topologyOf(prefix, "classic")))))
+      expect(error._tag).toBe("TopologyMismatch")
+      expect(error).toMatchObject({ object: `queue '${prefix}.catalog'` })
+      expect(error.message).toContain("PRECONDITION_FAILED")
+      // Declaring again the same way is idempotent for the objects that agree.
+      yield* Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
+        declareTopology(c, { ...topologyOf(prefix, "classic"), queues: [], bindings: [] })))
+    }))
+})
