@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes sure the RabbitMQ of DOSTAVKA_AMQP_URL answers. When that broker is on this
+# machine and down, starts it (installing Debian's rabbitmq-server first if it is
+# missing and we are root), then waits until it accepts AMQP connections.
+# Exit 0: the broker answers. Exit 1: it does not, with the reason on stderr.
+set -euo pipefail
+
+url="${DOSTAVKA_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672}"
+hostport="${url#*://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"; hostport="${hostport%%\?*}"
+host="${hostport%%:*}"; port="${hostport##*:}"
+[ "$port" = "$hostport" ] && port=5672
+wait_s="${DOSTAVKA_BROKER_WAIT_S:-120}"
+
+answers() { timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; }
+say() { printf 'broker: %s\n' "$*" >&2; }
+
+if answers; then exit 0; fi
+
+case "$host" in
+  127.*|localhost|::1) ;;
+  *) say "nothing answers on $host:$port, and it is not this machine: start it there"; exit 1 ;;
+esac
+
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "rabbitmq-server is not installed; installing Debian's package"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+  else
+    say "nothing answers on $host:$port and rabbitmq-server is not installed (Debian: apt-get install rabbitmq-server)"
+    exit 1
+  fi
+fi
+
+say "starting rabbitmq-server"
+rabbitmq-server -detached >/dev/null 2>&1 || true
+# The listener opens late in the boot; await_startup also waits for the apps behind it.
+command -v rabbitmqctl >/dev/null 2>&1 && rabbitmqctl -q await_startup --timeout "$wait_s" >/dev/null 2>&1 || true
+for _ in $(seq 1 "$wait_s"); do
+  if answers; then say "up on $host:$port"; exit 0; fi
+  sleep 1
+done
+say "rabbitmq-server did not answer on $host:$port within ${wait_s}s; see /var/log/rabbitmq"
+exit 1
