@@ -77,7 +77,8 @@ export class Settings extends Context.Tag("dostavka/Settings")<Settings, Setting
 /**
  * Reconnect after a lost connection or channel: exponential from 250 ms, doubled each
  * time, randomly jittered (×0.8–1.2), never more than 30 s apart, forever. Jitter keeps
- * a fleet from reconnecting in lockstep (RabbitMQ "Connection recovery" guidance).
+ * a fleet of consumers from reconnecting in lockstep after a broker restart (RabbitMQ
+ * "Connection recovery"). Each loss of an established connection starts it afresh.
  */
 export const reconnectPolicy = Schedule.exponential("250 millis", 2).pipe(
   Schedule.jittered,

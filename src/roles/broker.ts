@@ -6,13 +6,14 @@ import { declareTopology, topologyOf } from "../adapters/amqp/Topology.js"
 /**
  * Declares the whole topology once at a role's start, waiting for the broker by
  * `reconnectPolicy` while it is unreachable, so that a 406 mismatch stops the role at
- * start with `TopologyMismatch` instead of in a background loop.
+ * start with `TopologyMismatch` instead of in a background loop. The connection is named
+ * `<prefix>-<connectionName>`.
  */
 export const declareAtStart = (connectionName: string) =>
   Effect.gen(function*() {
     const settings = yield* Settings
     yield* Effect.scoped(
-      Effect.flatMap(openConnection(settings.amqpUrl, connectionName), (connection) =>
+      Effect.flatMap(openConnection(settings.amqpUrl, `${settings.prefix}-${connectionName}`), (connection) =>
         declareTopology(connection, topologyOf(settings.prefix, settings.queueType)))
     ).pipe(
       Effect.tapError((error) =>

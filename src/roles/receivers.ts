@@ -21,10 +21,10 @@ const receiverRole = <R>(handler: Handler<R>) =>
       const settings = yield* Settings
       const names = namesOf(settings.prefix)
       const topology = topologyOf(settings.prefix, settings.queueType)
-      yield* declareAtStart(`dostavka-${handler.name}-setup`)
+      yield* declareAtStart(`${handler.name}-setup`)
       const deadLetters = yield* makeAmqpPublisher({
         url: settings.amqpUrl,
-        connectionName: `dostavka-${handler.name}-publisher`,
+        connectionName: `${settings.prefix}-${handler.name}-publisher`,
         topology,
         confirmTimeout: settings.confirmTimeout
       })
@@ -32,7 +32,7 @@ const receiverRole = <R>(handler: Handler<R>) =>
       yield* Effect.forkScoped(
         runConsumer({
           url: settings.amqpUrl,
-          connectionName: `dostavka-${handler.name}-consumer`,
+          connectionName: `${settings.prefix}-${handler.name}-consumer`,
           topology,
           handler: handler.name,
           queue: names.queue(handler.name),

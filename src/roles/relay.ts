@@ -13,7 +13,7 @@ import { declareAtStart } from "./broker.js"
  */
 export const RelayRole = Layer.scopedDiscard(
   Effect.gen(function*() {
-    yield* declareAtStart("dostavka-relay-setup")
+    yield* declareAtStart("relay-setup")
     yield* Effect.forkScoped(runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
   })
-).pipe(Layer.provide(Layer.merge(EventBusAmqp("dostavka-relay-publisher"), ApiStores)))
+).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)))

@@ -65,11 +65,11 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
       }),
       (ch) => Effect.promise(() => ch.close().catch(() => undefined))
     )
-    const lost = yield* Deferred.make<void, BrokerUnavailable>()
+    const lost = yield* Deferred.make<string>()
     let open = true
     const onLost = (why: string) => () => {
       open = false
-      Deferred.unsafeDone(lost, Effect.fail(new BrokerUnavailable({ detail: why })))
+      Deferred.unsafeDone(lost, Effect.succeed(why))
     }
     channel.on("error", () => {})
     channel.on("close", onLost("channel closed"))
@@ -156,20 +156,27 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         Effect.uninterruptible
       )
 
-    return yield* Effect.raceFirst(
+    const why = yield* Effect.raceFirst(
       Effect.forever(Effect.flatMap(Queue.take(mailbox), processOne)),
       Deferred.await(lost)
     )
+    yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(
+      Effect.annotateLogs({ queue: options.queue, reason: why })
+    )
   }))
 
-  return session.pipe(
+  // A session fails only while being established, and is retried by `reconnect`; one
+  // that was established ends when its channel is lost, and the next one starts with
+  // the policy afresh, so a long healthy connection does not inherit an old backoff.
+  const establish = session.pipe(
     Effect.tapError((error) =>
-      Effect.logWarning("consumer lost the broker; reconnecting").pipe(
+      Effect.logWarning("consumer cannot reach the broker; retrying").pipe(
         Effect.annotateLogs({ queue: options.queue, error: error.message })
       )
     ),
     Effect.retry({ schedule: options.reconnect, while: (error) => error._tag === "BrokerUnavailable" })
   )
+  return Effect.forever(establish)
 }
 
 /** The original message's basic properties, minus the ones amqplib did not receive. */

@@ -27,7 +27,7 @@ export const toPublish = (exchange: string, envelope: Envelope): RawPublish => (
   }
 })
 
-/** The `EventBus` port over amqplib: publishes to `<prefix>.events` on the relay's own connection. */
+/** The `EventBus` port over amqplib: publishes to `<prefix>.events` on a connection of its own, named `<prefix>-<connectionName>`. */
 export const EventBusAmqp = (connectionName: string) =>
   Layer.scoped(
     EventBus,
@@ -36,7 +36,7 @@ export const EventBusAmqp = (connectionName: string) =>
       const exchange = namesOf(settings.prefix).exchange
       const publisher = yield* makeAmqpPublisher({
         url: settings.amqpUrl,
-        connectionName,
+        connectionName: `${settings.prefix}-${connectionName}`,
         topology: topologyOf(settings.prefix, settings.queueType),
         confirmTimeout: settings.confirmTimeout
       })
