@@ -14,7 +14,7 @@ const gapsOver = (policy: typeof reconnectPolicy, span: Duration.DurationInput) 
     yield* TestClock.adjust(span)
     yield* Fiber.interrupt(fiber)
     const at = yield* Ref.get(times)
-    return at.slice(1).map((t, i) => t - at[i]!)
+    return at.slice(1).map((t, i) => Math.round(t - at[i]!))
   })
 
 describe("reconnectPolicy", () => {

@@ -1,5 +1,6 @@
 import { Effect, Redacted } from "effect"
 import * as amqp from "amqplib"
+import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -49,3 +50,27 @@ export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, holds: (a: A)
   })
 
 export const redactedUrl = Redacted.make(amqpUrl)
+
+/**
+ * Closes, from the broker's side, every connection whose `connection_name` is `name`,
+ * as a broker restart or a network cut would; returns how many it closed. Needs the
+ * machine's `rabbitmqctl` (run as root), which is where these tests run.
+ */
+export const closeConnectionsNamed = (name: string) =>
+  Effect.sync(() => {
+    const listing = execFileSync("rabbitmqctl", ["list_connections", "pid", "client_properties", "-q"], { encoding: "utf8" })
+    const pids = listing.split("\n")
+      .filter((line) => line.includes(`{"connection_name","${name}"}`))
+      .map((line) => line.split("\t")[0]!)
+    for (const pid of pids) execFileSync("rabbitmqctl", ["close_connection", pid, "closed by a Dostavka test"], { stdio: "ignore" })
+    return pids.length
+  })
+
+export const hasRabbitmqctl = (() => {
+  try {
+    execFileSync("rabbitmqctl", ["list_connections", "pid", "-q"], { stdio: "ignore" })
+    return true
+  } catch {
+    return false
+  }
+})()

@@ -1,5 +1,5 @@
 import { HttpServer } from "@effect/platform"
-import { Duration, Effect, Exit, Layer, Scope } from "effect"
+import { Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import Database from "better-sqlite3"
 import { Settings, type SettingsShape } from "../../src/config.js"
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
@@ -17,6 +17,9 @@ export const testSettings = (prefix: string, dataDir: string, overrides: Partial
     ...overrides
   })
 
+/** Roles in tests log warnings and worse only; DOSTAVKA_TEST_LOGS=1 shows everything. */
+const quietLogs = Logger.minimumLogLevel(process.env.DOSTAVKA_TEST_LOGS === "1" ? LogLevel.Debug : LogLevel.Warning)
+
 /**
  * Starts `roles` in a scope of their own, so a test can stop them (close) while the rest
  * runs on, as a crashed or stopped process would. Returns the built context and `stop`.
@@ -24,7 +27,10 @@ export const testSettings = (prefix: string, dataDir: string, overrides: Partial
 export const startRoles = <ROut, E>(roles: Layer.Layer<ROut, E, Settings | OutboxSignal>, settings: Layer.Layer<Settings>) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(roles.pipe(Layer.provide(Layer.merge(settings, OutboxSignal.layer))), scope)
+    const context = yield* Layer.buildWithScope(
+      roles.pipe(Layer.provide(Layer.mergeAll(settings, OutboxSignal.layer, quietLogs))),
+      scope
+    )
     const stop = Scope.close(scope, Exit.void)
     yield* Effect.addFinalizer(() => stop)
     return { context, stop }
