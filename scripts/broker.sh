@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Makes sure the RabbitMQ of DOSTAVKA_AMQP_URL answers. When that broker is on this
-# machine and down, starts it (installing Debian's rabbitmq-server first if it is
-# missing and we are root), then waits until it accepts AMQP connections.
+# machine and down, starts it, then waits until it accepts AMQP connections. Unless
+# given --no-install, it first installs Debian's rabbitmq-server if that is missing
+# and we are root (`npm test` and `npm run main` pass --no-install; .ci/run does not).
 # Exit 0: the broker answers. Exit 1: it does not, with the reason on stderr.
 set -euo pipefail
+
+install=yes
+[ "${1:-}" = "--no-install" ] && install=no
 
 url="${DOSTAVKA_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672}"
 hostport="${url#*://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"; hostport="${hostport%%\?*}"
@@ -22,12 +26,12 @@ case "$host" in
 esac
 
 if ! command -v rabbitmq-server >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if [ "$install" = yes ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "rabbitmq-server is not installed; installing Debian's package"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
   else
-    say "nothing answers on $host:$port and rabbitmq-server is not installed (Debian: apt-get install rabbitmq-server)"
+    say "nothing answers on $host:$port and rabbitmq-server is not installed (npm run broker installs it as root; or apt-get install rabbitmq-server)"
     exit 1
   fi
 fi

@@ -71,7 +71,9 @@ export const runRelay = (owner: string) =>
       Effect.retry(relayBackoff)
     )
 
-    yield* Effect.logInfo("relay started").pipe(Effect.annotateLogs({ owner }))
+    yield* Effect.logInfo("relay started").pipe(
+      Effect.annotateLogs({ owner, window: settings.relayWindow, pollMs: Duration.toMillis(settings.relayPollInterval) })
+    )
     return yield* Effect.forever(step).pipe(
       Effect.ensuring(Effect.ignore(outbox.releaseLease(owner)))
     )

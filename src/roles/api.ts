@@ -13,6 +13,7 @@ import { ApiStores } from "./databases.js"
  */
 export const ApiRole = HttpServer.serve(publicationApp).pipe(
   HttpServer.withLogAddress,
+  Layer.merge(Layer.scopedDiscard(Effect.addFinalizer(() => Effect.logInfo("api stopped")))),
   Layer.provideMerge(
     Layer.unwrapEffect(Effect.map(Settings, (s) => NodeHttpServer.layer(createServer, { host: s.httpHost, port: s.httpPort })))
   ),

@@ -29,6 +29,8 @@ const receiverRole = <R>(handler: Handler<R>) =>
         confirmTimeout: settings.confirmTimeout
       })
       const context = yield* Effect.context<R | Transaction | Inbox>()
+      // Added before the fork, so it runs after the consumer fiber has been interrupted.
+      yield* Effect.addFinalizer(() => Effect.logInfo("receiver stopped").pipe(Effect.annotateLogs({ role: handler.name })))
       yield* Effect.forkScoped(
         runConsumer({
           url: settings.amqpUrl,
@@ -47,6 +49,7 @@ const receiverRole = <R>(handler: Handler<R>) =>
           Effect.annotateLogs({ role: handler.name })
         )
       )
+
     })
   )
 

@@ -14,6 +14,8 @@ import { declareAtStart } from "./broker.js"
 export const RelayRole = Layer.scopedDiscard(
   Effect.gen(function*() {
     yield* declareAtStart("relay-setup")
+    // Added before the fork, so it runs after the relay fiber has been interrupted.
+    yield* Effect.addFinalizer(() => Effect.logInfo("relay stopped"))
     yield* Effect.forkScoped(runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
   })
 ).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)))

@@ -58,7 +58,10 @@ const publish = Effect.gen(function*() {
   } catch (error) {
     return invalid([{ field: "(body)", message: `is not valid JSON: ${(error as Error).message}` }])
   }
-  const body = (json as { body?: unknown } | null)?.body
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    return invalid([{ field: "(body)", message: "must be a JSON object" }])
+  }
+  const body = (json as { body?: unknown }).body
   if (typeof body === "string" && utf8Bytes(body) > MaxBodyBytes) {
     return tooLarge(`body is ${utf8Bytes(body)} bytes of UTF-8; at most ${MaxBodyBytes} are accepted`, "body")
   }
