@@ -73,8 +73,9 @@ export type Verdict =
 
 /**
  * Decides what becomes of one delivery for `handler`: decodes it (an unknown type or
- * version, a non-JSON content type, a body that fails the schema, or a missing
- * `message_id` → `DeadLetter` with the reason), then runs `receive`. Never fails: a
+ * version, a non-JSON content type, a body that fails the schema, a missing
+ * `message_id`, or one that is not the event's `event_id` → `DeadLetter` with the
+ * reason), then runs `receive`. Never fails: a
  * `PersistenceError` becomes `Requeue`.
  */
 export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
@@ -85,6 +86,13 @@ export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
     const decoded = decodeEvent(incoming)
     if (Either.isLeft(decoded)) {
       return { _tag: "DeadLetter", reason: decoded.left.reason, detail: decoded.left.detail } as Verdict
+    }
+    if (decoded.right.eventId !== incoming.messageId) {
+      return {
+        _tag: "DeadLetter",
+        reason: "id-mismatch",
+        detail: `message_id ${incoming.messageId} is not the event's event_id ${decoded.right.eventId}`
+      } as Verdict
     }
     const message = { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" }
     return yield* receive(handler, decoded.right, message).pipe(

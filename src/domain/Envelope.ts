@@ -45,13 +45,18 @@ export const envelopeOf = (event: MaterialPublishedV1, correlationId: string, ap
   body: encodeMaterialPublishedV1(event)
 })
 
+/** `application/json; charset=utf-8` → `application/json` (RFC 9110 §8.3.1: parameters follow `;`, case-insensitive type). */
+export const mediaType = (contentType: string | undefined): string | undefined =>
+  contentType?.split(";")[0]?.trim().toLowerCase()
+
 /** The events this kit understands, by type and schema version. */
 export type KnownEvent = MaterialPublishedV1
 
 /**
  * Decodes a received message into a known event.
- * Fails with `UndecodableMessage` when the type or schema version is unknown, the content
- * type is not JSON, or the body does not match the schema (the reason names the field).
+ * Fails with `UndecodableMessage` when the type or schema version (a number in the
+ * `x-schema-version` header) is unknown, the media type is not `application/json`, or
+ * the body does not match the schema (the reason names the field).
  */
 export const decodeEvent = (
   message: { readonly type: string | undefined; readonly schemaVersion: unknown; readonly contentType: string | undefined; readonly body: string }
@@ -59,10 +64,10 @@ export const decodeEvent = (
   if (message.type !== MaterialPublishedV1.type) {
     return Either.left(new UndecodableMessage({ reason: "unknown-type", detail: `unknown message type ${JSON.stringify(message.type)}` }))
   }
-  if (Number(message.schemaVersion) !== MaterialPublishedV1.schemaVersion) {
+  if (message.schemaVersion !== MaterialPublishedV1.schemaVersion) {
     return Either.left(new UndecodableMessage({ reason: "unknown-version", detail: `unknown schema version ${JSON.stringify(message.schemaVersion)} of ${message.type}` }))
   }
-  if (message.contentType !== JsonContentType) {
+  if (mediaType(message.contentType) !== JsonContentType) {
     return Either.left(new UndecodableMessage({ reason: "bad-content-type", detail: `content type ${JSON.stringify(message.contentType)} is not ${JsonContentType}` }))
   }
   return decodeMaterialPublishedV1(message.body).pipe(

@@ -9,13 +9,26 @@ const codePoints = (s: string): number => {
 
 const utf8 = new TextEncoder()
 
+/** True when `s` has no lone UTF-16 surrogate, i.e. it can be stored and sent as UTF-8. */
+const wellFormed = (s: string): boolean => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)
+const wellFormedText = Schema.String.pipe(
+  Schema.filter(wellFormed, { message: () => "must be valid Unicode (it has a lone surrogate)" })
+)
+
 /** 1 MiB: the largest body the API owner stores, in bytes of UTF-8. */
 export const MaxBodyBytes = 1024 * 1024
 
-/** A material's id: 1–200 characters of `[A-Za-z0-9._/-]`, e.g. `guides/quorum-queues`. */
+/**
+ * A material's id: 1–200 characters of `[A-Za-z0-9._/-]`, e.g. `guides/quorum-queues`.
+ * Its `/`-separated segments may not be empty, `.` or `..`: a URL path would normalize
+ * those away (RFC 3986 §5.2.4), and the material could never be read back by its id.
+ */
 export const MaterialId = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9._/-]{1,200}$/, {
     message: () => "must be 1–200 characters of A-Z a-z 0-9 . _ / -"
+  }),
+  Schema.filter((id) => id.split("/").every((segment) => segment !== "" && segment !== "." && segment !== ".."), {
+    message: () => "must not have empty, '.' or '..' segments between slashes"
   }),
   Schema.brand("MaterialId")
 )
@@ -30,19 +43,19 @@ export const Revision = Schema.Number.pipe(
 export type Revision = typeof Revision.Type
 
 /** A title: 1–500 characters. */
-export const Title = Schema.String.pipe(
+export const Title = wellFormedText.pipe(
   Schema.filter((s) => codePoints(s) >= 1 && codePoints(s) <= 500, {
     message: () => "must be 1–500 characters"
   })
 )
 
 /** A summary: at most 2,000 characters, may be empty. */
-export const Summary = Schema.String.pipe(
+export const Summary = wellFormedText.pipe(
   Schema.filter((s) => codePoints(s) <= 2000, { message: () => "must be at most 2000 characters" })
 )
 
 /** The body: at most 1 MiB of UTF-8. Kept by the API owner only; never put on the bus. */
-export const Body = Schema.String.pipe(
+export const Body = wellFormedText.pipe(
   Schema.filter((s) => s.length <= MaxBodyBytes && utf8.encode(s).byteLength <= MaxBodyBytes, {
     message: () => `must be at most ${MaxBodyBytes} bytes of UTF-8`
   })

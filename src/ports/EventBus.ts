@@ -5,12 +5,14 @@ import type { Envelope } from "../domain/Envelope.js"
 export class Confirmed extends Data.TaggedClass("Confirmed")<{}> {}
 
 /**
- * The broker refused the message: `nacked` (basic.nack) or `returned` (basic.return of a
+ * The message was refused: `nacked` (basic.nack), `returned` (basic.return of a
  * `mandatory` publish that matched no queue; the return arrives before the ack and is
- * tied to its publish by `message_id`). Publishing it again unchanged will not help.
+ * tied to its publish by `message_id`), or `refused` by the client library before it
+ * was sent (e.g. a headers table over 64 KiB). Publishing it again unchanged will not
+ * help unless the topology is repaired.
  */
 export class Rejected extends Data.TaggedClass("Rejected")<{
-  readonly reason: "nacked" | "returned"
+  readonly reason: "nacked" | "returned" | "refused"
   readonly detail: string
 }> {}
 

@@ -75,6 +75,7 @@ describe("judge", () => {
       expect(yield* judge(catalogHandler)(incoming({ body: "{" }))).toMatchObject({ _tag: "DeadLetter", reason: "bad-body" })
       expect(yield* judge(catalogHandler)(incoming({ schemaVersion: 7 }))).toMatchObject({ _tag: "DeadLetter", reason: "unknown-version" })
       expect(yield* judge(catalogHandler)(incoming({ messageId: undefined }))).toMatchObject({ _tag: "DeadLetter", reason: "no-message-id" })
+      expect(yield* judge(catalogHandler)(incoming({ messageId: "another-id" }))).toMatchObject({ _tag: "DeadLetter", reason: "id-mismatch" })
       expect(yield* Effect.flatMap(CatalogStore, (c) => c.count)).toBe(0)
     }).pipe(Effect.provide(ReceiverMemory)))
 

@@ -27,13 +27,16 @@ describe("the material.published.v1 envelope", () => {
     })
   })
 
-  it("decodes back to the same event", () => {
+  it("decodes back to the same event, also under a content type with parameters", () => {
     expect(Either.getOrThrow(decodeEvent(incoming))).toEqual(event)
+    expect(Either.getOrThrow(decodeEvent({ ...incoming, contentType: "Application/JSON; charset=utf-8" }))).toEqual(event)
   })
 
   it.each([
     ["unknown-type", { ...incoming, type: "material.deleted.v1" }],
     ["unknown-version", { ...incoming, schemaVersion: 2 }],
+    ["unknown-version", { ...incoming, schemaVersion: true }],
+    ["unknown-version", { ...incoming, schemaVersion: undefined }],
     ["bad-content-type", { ...incoming, contentType: "text/plain" }],
     ["bad-body", { ...incoming, body: "{not json" }],
     ["bad-body", { ...incoming, body: JSON.stringify({ ...JSON.parse(envelope.body), revision: 0 }) }]

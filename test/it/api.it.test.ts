@@ -39,24 +39,28 @@ describe("publication API over HTTP and SQLite", () => {
         [409, undefined, yield* post(base, "k-3", { ...valid, revision: 1 })],
         [400, "Idempotency-Key", yield* post(base, undefined, valid)],
         [400, "(body)", yield* post(base, "k-4", undefined, "{\"material_id\": ")],
+        [400, "(body)", yield* post(base, "k-4b", [valid])],
+        [415, undefined, yield* post(base, "k-4c", valid, undefined, "text/plain")],
         [400, "revision", yield* post(base, "k-5", { ...valid, revision: "3" })],
         [400, "title", yield* post(base, "k-6", { ...valid, title: undefined })],
         [400, "material_id", yield* post(base, "k-7", { ...valid, material_id: "white space" })],
         [413, "body", yield* post(base, "k-8", { ...valid, revision: 3, body: "x".repeat(1024 * 1024 + 1) })],
-        [413, undefined, yield* post(base, "k-9", undefined, JSON.stringify({ ...valid, body: "x".repeat(3 * 1024 * 1024) }))]
+        [413, undefined, yield* post(base, "k-9", undefined, JSON.stringify({ ...valid, body: "x".repeat(8 * 1024 * 1024) }))]
       ] as const
       for (const [status, field, response] of problems) {
         expect({ status: response.status, type: response.headers.get("content-type") }).toEqual({ status, type: "application/problem+json" })
         expect(response.body).toMatchObject({ status, type: expect.stringMatching(/^urn:dostavka:problem:/), title: expect.any(String), detail: expect.any(String) })
         if (field !== undefined) expect(response.body.errors.map((e: { field: string }) => e.field)).toContain(field)
       }
+      const escaped = yield* post(base, "k-10", { ...valid, revision: 3, body: "\u0001".repeat(1024 * 1024) })
+      expect(escaped.status).toBe(202)
       expect(problems[1][2].body).toMatchObject({ material_id: "news/2026/budget", revision: 2, current_revision: 2 })
-      expect(rowsOf(dir)).toEqual({ materials: 1, requests: 1, outbox: 1 })
+      expect(rowsOf(dir)).toEqual({ materials: 2, requests: 2, outbox: 2 })
 
       const publication = yield* get(base, `/v1/publications/${accepted.body.request_id}`)
       expect(publication.body).toMatchObject({ event_id: accepted.body.event_id, material_id: "news/2026/budget", revision: 2, status: "pending" })
       const material = yield* get(base, `/v1/materials/news/2026/budget`)
-      expect(material.body).toMatchObject({ material_id: "news/2026/budget", revision: 2, status: "pending", event_id: accepted.body.event_id })
+      expect(material.body).toMatchObject({ material_id: "news/2026/budget", revision: 3, status: "pending", event_id: escaped.body.event_id })
       expect(material.body).not.toHaveProperty("body")
       expect((yield* get(base, "/v1/materials/unknown")).status).toBe(404)
       expect((yield* get(base, "/v1/publications/nope")).status).toBe(404)

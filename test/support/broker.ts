@@ -33,6 +33,7 @@ export const cleanupTopology = (prefix: string) =>
       const topology = topologyOf(prefix, "classic")
       for (const q of topology.queues) await channel.deleteQueue(q.name)
       await channel.deleteExchange(topology.exchange.name)
+      await channel.deleteExchange(topology.deadLetterExchange.name)
       await connection.close()
     }).pipe(Effect.ignore)
   )

@@ -57,11 +57,11 @@ export const countRows = (dataDir: string, service: ServiceDatabase, table: stri
   query<{ n: number }>(dataDir, service, `SELECT COUNT(*) AS n FROM ${table}`)[0]!.n
 
 /** POSTs a publication request; returns status, headers and the parsed body. */
-export const post = (base: string, key: string | undefined, body: unknown, raw?: string) =>
+export const post = (base: string, key: string | undefined, body: unknown, raw?: string, contentType = "application/json") =>
   Effect.promise(async () => {
     const response = await fetch(`${base}/v1/publications`, {
       method: "POST",
-      headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
+      headers: { "content-type": contentType, ...(key === undefined ? {} : { "idempotency-key": key }) },
       body: raw ?? JSON.stringify(body)
     })
     const text = await response.text()

@@ -1,5 +1,6 @@
 import { Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
 import type { ConsumeMessage } from "amqplib"
+import { randomUUID } from "node:crypto"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
 import type { AmqpPublisher } from "./AmqpPublisher.js"
@@ -13,7 +14,8 @@ export const DeadLetterHeaders = {
   handler: "x-dostavka-handler",
   deadAt: "x-dostavka-dead-at",
   originalExchange: "x-dostavka-original-exchange",
-  originalRoutingKey: "x-dostavka-original-routing-key"
+  originalRoutingKey: "x-dostavka-original-routing-key",
+  originalExpiration: "x-dostavka-original-expiration"
 } as const
 
 export interface ConsumerOptions<R> {
@@ -47,7 +49,9 @@ const toIncoming = (message: ConsumeMessage): IncomingMessage => ({
  *
  * Each delivery is decided by `decide` and then: `Ack` → basic.ack; `DeadLetter` → a copy
  * (same body and properties, plus the `x-dostavka-*` headers) is published to
- * `deadQueue` and confirmed before the original is acked; `Requeue` → basic.nack with
+ * `deadQueue` and confirmed before the original is acked; if amqplib refuses to encode
+ * the copy, the original is rejected to the queue's dead-letter exchange instead, and
+ * any other failure hands it back after `requeueDelay`; `Requeue` → basic.nack with
  * requeue after `requeueDelay`. A delivery tag is only ever acked on the channel that
  * delivered it, and only while that channel is open; after a loss the broker redelivers.
  * Deliveries are processed one at a time in arrival order; on interruption the one in
@@ -102,33 +106,20 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
             if (open) channel.ack(message)
             return
           case "DeadLetter": {
-            const [outcome] = yield* options.deadLetters.publish([{
-              exchange: "",
-              routingKey: options.deadQueue,
-              content: message.content,
-              options: {
-                ...definedProperties(message),
-                messageId: typeof message.properties.messageId === "string" && message.properties.messageId !== ""
-                  ? message.properties.messageId
-                  : `dead-${message.fields.deliveryTag}-${Date.now()}`,
-                persistent: true,
-                headers: {
-                  ...message.properties.headers,
-                  [DeadLetterHeaders.reason]: verdict.reason,
-                  [DeadLetterHeaders.error]: verdict.detail.slice(0, 4000),
-                  [DeadLetterHeaders.handler]: options.handler,
-                  [DeadLetterHeaders.deadAt]: new Date().toISOString(),
-                  [DeadLetterHeaders.originalExchange]: message.fields.exchange,
-                  [DeadLetterHeaders.originalRoutingKey]: message.fields.routingKey
-                }
-              }
-            }])
+            const [outcome] = yield* options.deadLetters.publish([deadLetterCopy(message, verdict, options)])
             if (outcome?._tag === "Confirmed") {
               yield* Effect.logWarning("dead-lettered").pipe(Effect.annotateLogs({ reason: verdict.reason, detail: verdict.detail }))
               if (open) channel.ack(message)
+            } else if (outcome?._tag === "Rejected" && outcome.reason === "refused") {
+              // The copy can never be sent (amqplib will not encode it): let the broker
+              // dead-letter the original through the queue's dead-letter exchange instead.
+              yield* Effect.logError("dead-letter copy refused; rejecting the original to the queue's dead-letter exchange").pipe(
+                Effect.annotateLogs({ reason: verdict.reason, detail: outcome.detail })
+              )
+              if (open) channel.nack(message, false, false)
             } else {
               yield* Effect.logError("dead-letter copy not confirmed; handing the message back").pipe(
-                Effect.annotateLogs({ outcome: outcome?._tag })
+                Effect.annotateLogs({ outcome: outcome?._tag, detail: outcome?.detail })
               )
               yield* Effect.sleep(options.requeueDelay)
               if (open) channel.nack(message, false, true)
@@ -179,6 +170,41 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   return Effect.forever(establish)
 }
 
-/** The original message's basic properties, minus the ones amqplib did not receive. */
-const definedProperties = (message: ConsumeMessage) =>
-  Object.fromEntries(Object.entries(message.properties).filter(([, v]) => v !== undefined))
+/**
+ * The copy of `message` for the handler's dead queue: the same body and basic properties,
+ * persistent, plus the `x-dostavka-*` headers. Three properties are not carried over:
+ * `expiration` (the copy must not expire; the original value is kept in a header),
+ * `user_id` (the broker refuses one that is not the publishing connection's user), and
+ * nothing amqplib did not receive.
+ */
+const deadLetterCopy = (
+  message: ConsumeMessage,
+  verdict: Extract<Verdict, { _tag: "DeadLetter" }>,
+  options: Pick<ConsumerOptions<never>, "deadQueue" | "handler">
+) => {
+  const { expiration, userId: _, headers, ...rest } = message.properties
+  const properties = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined))
+  const messageId = typeof message.properties.messageId === "string" && message.properties.messageId !== ""
+    ? message.properties.messageId
+    : `dead-${randomUUID()}`
+  return {
+    exchange: "",
+    routingKey: options.deadQueue,
+    content: message.content,
+    options: {
+      ...properties,
+      messageId,
+      persistent: true,
+      headers: {
+        ...headers,
+        [DeadLetterHeaders.reason]: verdict.reason,
+        [DeadLetterHeaders.error]: verdict.detail.slice(0, 4000),
+        [DeadLetterHeaders.handler]: options.handler,
+        [DeadLetterHeaders.deadAt]: new Date().toISOString(),
+        [DeadLetterHeaders.originalExchange]: message.fields.exchange,
+        [DeadLetterHeaders.originalRoutingKey]: message.fields.routingKey,
+        ...(expiration === undefined ? {} : { [DeadLetterHeaders.originalExpiration]: String(expiration) })
+      }
+    }
+  }
+}

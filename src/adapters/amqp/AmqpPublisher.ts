@@ -20,6 +20,9 @@ export interface AmqpPublisher {
   readonly publish: (messages: ReadonlyArray<RawPublish>) => Effect.Effect<ReadonlyArray<PublishOutcome>>
 }
 
+/** The error amqplib passes to a confirm callback on basic.nack (lib/channel.js). */
+const NackMessage = "message nacked"
+
 interface Session {
   readonly scope: Scope.CloseableScope
   readonly channel: ConfirmChannel
@@ -35,8 +38,10 @@ interface Session {
  * the caller's backoff decides when to try again.
  *
  * Outcomes: basic.ack → `Confirmed`; basic.nack → `Rejected(nacked)`; basic.return then
- * basic.ack (RabbitMQ sends the return first) → `Rejected(returned)`; no confirm within
- * `confirmTimeout`, or the channel closed first → `Unknown`.
+ * basic.ack (RabbitMQ sends the return first) → `Rejected(returned)`; amqplib refusing to
+ * encode the message → `Rejected(refused)`; no confirm within `confirmTimeout`, or the
+ * channel closed first → `Unknown`. After a return the connection is dropped, so the
+ * next publish declares the topology again and a deleted queue or binding is repaired.
  */
 export const makeAmqpPublisher = (options: {
   readonly url: Redacted.Redacted<string>
@@ -98,21 +103,28 @@ export const makeAmqpPublisher = (options: {
             try {
               s.channel.publish(m.exchange, m.routingKey, m.content, { ...m.options, mandatory: true }, (err) => {
                 if (s.returned.delete(m.options.messageId)) {
-                  resolve(new Rejected({ reason: "returned", detail: `no queue is bound for '${m.routingKey}' on '${m.exchange}'` }))
+                  resolve(new Rejected({ reason: "returned", detail: `no queue is bound for '${m.routingKey}' on '${m.exchange || "(default)"}'` }))
                 } else if (err == null) {
                   resolve(new Confirmed())
-                } else if (s.open) {
-                  resolve(new Rejected({ reason: "nacked", detail: String(err?.message ?? err) }))
+                } else if (err instanceof Error && err.message === NackMessage) {
+                  resolve(new Rejected({ reason: "nacked", detail: "the broker nacked the message" }))
                 } else {
+                  // amqplib fails every unconfirmed publish with 'channel closed' before
+                  // the channel's own 'close' event: the broker may or may not have it.
                   resolve(new Unknown({ reason: "channel-closed", detail: String(err?.message ?? err) }))
                 }
               })
             } catch (cause) {
-              resolve(new Unknown({ reason: "channel-closed", detail: cause instanceof Error ? cause.message : String(cause) }))
+              const detail = cause instanceof Error ? cause.message : String(cause)
+              resolve(
+                s.open && !(cause instanceof Error && cause.name === "IllegalOperationError")
+                  ? new Rejected({ reason: "refused", detail })
+                  : new Unknown({ reason: "channel-closed", detail })
+              )
             }
           })
         )
-        return yield* Effect.forEach(
+        const outcomes = yield* Effect.forEach(
           confirms,
           (confirm) =>
             Effect.promise(() => confirm).pipe(
@@ -125,6 +137,8 @@ export const makeAmqpPublisher = (options: {
             ),
           { concurrency: "unbounded" }
         )
+        if (outcomes.some((o) => o._tag === "Rejected" && o.reason === "returned")) s.open = false
+        return outcomes
       })
 
     return { publish } satisfies AmqpPublisher

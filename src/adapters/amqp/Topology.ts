@@ -8,7 +8,7 @@ export type HandlerName = (typeof HandlerNames)[number]
 
 export interface ExchangeSpec {
   readonly name: string
-  readonly type: "topic"
+  readonly type: "topic" | "direct"
   readonly durable: true
 }
 
@@ -27,7 +27,10 @@ export interface BindingSpec {
 
 /** The whole broker topology as one value: declaring, printing and tests all read it. */
 export interface Topology {
+  /** Where the relay publishes events. */
   readonly exchange: ExchangeSpec
+  /** Where the broker itself dead-letters a handler queue's messages (see `topologyOf`). */
+  readonly deadLetterExchange: ExchangeSpec
   readonly queues: ReadonlyArray<QueueSpec>
   readonly bindings: ReadonlyArray<BindingSpec>
 }
@@ -35,28 +38,49 @@ export interface Topology {
 /** The names every role derives from `DOSTAVKA_PREFIX`. */
 export const namesOf = (prefix: string) => ({
   exchange: `${prefix}.events`,
+  deadLetterExchange: `${prefix}.dead-letter`,
   queue: (handler: string) => `${prefix}.${handler}`,
   deadQueue: (handler: string) => `${prefix}.${handler}.dead`
 })
 
 /**
- * The topology for `prefix`: a durable topic exchange `<prefix>.events`; per handler a
- * durable queue `<prefix>.<handler>` bound to it for `material.published.v1`, and a
- * durable dead-letter queue `<prefix>.<handler>.dead` fed by the handler itself. Queues
- * are `classic` or `quorum` (RabbitMQ "Quorum Queues"); no queue is transient or
- * exclusive, since RabbitMQ 4 deprecates transient non-exclusive queues.
+ * The topology for `prefix`:
+ * - `<prefix>.events`, a durable topic exchange the relay publishes to;
+ * - per handler, a durable queue `<prefix>.<handler>` bound to it for
+ *   `material.published.v1`, and a durable dead-letter queue `<prefix>.<handler>.dead`;
+ * - `<prefix>.dead-letter`, a durable direct exchange routing `<prefix>.<handler>.dead`
+ *   to that queue. Each handler queue names it as its dead-letter exchange, with its own
+ *   dead queue as routing key, so what the broker itself dead-letters (a message the
+ *   consumer rejects, or one past a quorum queue's delivery limit, 20 by default on
+ *   RabbitMQ 4) lands on that handler's dead queue instead of being dropped.
+ *
+ * Queues are `classic` or `quorum` (RabbitMQ "Quorum Queues"). Quorum handler queues
+ * dead-letter with `x-dead-letter-strategy: at-least-once`, which needs
+ * `x-overflow: reject-publish` (RabbitMQ "Dead Letter Exchanges", at-least-once); classic
+ * queues dead-letter at most once. No queue is transient or exclusive: RabbitMQ 4
+ * deprecates transient non-exclusive queues.
  */
 export const topologyOf = (prefix: string, queueType: "classic" | "quorum"): Topology => {
   const names = namesOf(prefix)
-  const queue = (name: string): QueueSpec => ({ name, durable: true, arguments: { "x-queue-type": queueType } })
+  const deadQueue = (name: string): QueueSpec => ({ name, durable: true, arguments: { "x-queue-type": queueType } })
+  const handlerQueue = (handler: string): QueueSpec => ({
+    name: names.queue(handler),
+    durable: true,
+    arguments: {
+      "x-queue-type": queueType,
+      "x-dead-letter-exchange": names.deadLetterExchange,
+      "x-dead-letter-routing-key": names.deadQueue(handler),
+      ...(queueType === "quorum" ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" } : {})
+    }
+  })
   return {
     exchange: { name: names.exchange, type: "topic", durable: true },
-    queues: HandlerNames.flatMap((h) => [queue(names.queue(h)), queue(names.deadQueue(h))]),
-    bindings: HandlerNames.map((h) => ({
-      queue: names.queue(h),
-      exchange: names.exchange,
-      routingKey: MaterialPublishedV1.type
-    }))
+    deadLetterExchange: { name: names.deadLetterExchange, type: "direct", durable: true },
+    queues: HandlerNames.flatMap((h) => [handlerQueue(h), deadQueue(names.deadQueue(h))]),
+    bindings: HandlerNames.flatMap((h) => [
+      { queue: names.queue(h), exchange: names.exchange, routingKey: MaterialPublishedV1.type },
+      { queue: names.deadQueue(h), exchange: names.deadLetterExchange, routingKey: names.deadQueue(h) }
+    ])
   }
 }
 
@@ -114,9 +138,10 @@ export const declareTopology = (connection: ChannelModel, topology: Topology) =>
     (channel: Channel) =>
       Effect.gen(function*() {
         channel.on("error", () => {})
-        const { exchange } = topology
-        yield* declareStep(`exchange '${exchange.name}'`, () =>
-          channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable }))
+        for (const exchange of [topology.exchange, topology.deadLetterExchange]) {
+          yield* declareStep(`exchange '${exchange.name}'`, () =>
+            channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable }))
+        }
         for (const queue of topology.queues) {
           yield* declareStep(`queue '${queue.name}'`, () =>
             channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments }))

@@ -3,12 +3,16 @@ import { Effect, Either, Option } from "effect"
 import { findMaterial, findPublication } from "../../app/queries.js"
 import { publishMaterial } from "../../app/publishMaterial.js"
 import type { FieldIssue } from "../../domain/errors.js"
+import { JsonContentType, mediaType } from "../../domain/Envelope.js"
 import { MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Schema } from "effect"
 
-/** The largest request body accepted, in bytes: a 1 MiB material body plus room for the other fields and JSON escaping. */
-export const MaxRequestBytes = 2 * MaxBodyBytes
+/**
+ * The largest request accepted, in bytes: a 1 MiB material body written entirely as
+ * six-byte JSON escapes (`\u0000`), plus room for the other fields. Past this: 413.
+ */
+export const MaxRequestBytes = 7 * MaxBodyBytes
 
 /**
  * A problem details response (RFC 9457, `application/problem+json`): `type` is a URN
@@ -47,6 +51,9 @@ const publish = Effect.gen(function*() {
         ? "header is required"
         : "must be 1–200 printable ASCII characters"
     }])
+  }
+  if (mediaType(request.headers["content-type"]) !== JsonContentType) {
+    return problem(415, "unsupported-media-type", "The request body must be JSON", `Content-Type is ${JSON.stringify(request.headers["content-type"] ?? null)}; send application/json`)
   }
   const declared = Number(request.headers["content-length"] ?? "0")
   if (declared > MaxRequestBytes) return tooLarge(`the body is ${declared} bytes; at most ${MaxRequestBytes} are accepted`)
@@ -139,7 +146,8 @@ const getPublication = Effect.gen(function*() {
 /**
  * The publication API (loopback only, no login):
  * - `POST /v1/publications` + `Idempotency-Key` → 202 `{request_id, event_id, status}`;
- *   400 bad JSON or fields, 413 over size, 409 stale revision, 422 key reused, 503 storage.
+ *   400 bad JSON or fields, 413 over size, 415 not JSON, 409 stale revision, 422 key reused,
+ *   503 storage (with `Retry-After`).
  * - `GET /v1/materials/{material_id}` (slashes allowed) → latest revision and its status.
  * - `GET /v1/publications/{request_id}` → the request and its status (`pending` / `published`).
  * Every error body is `application/problem+json` (RFC 9457); nothing is written on any error.
@@ -149,7 +157,11 @@ export const publicationRouter = HttpRouter.empty.pipe(
   HttpRouter.get("/v1/publications/:requestId", getPublication),
   HttpRouter.get("/v1/materials/*", getMaterial),
   HttpRouter.catchTag("PersistenceError", (e) =>
-    Effect.succeed(problem(503, "storage-unavailable", "Storage is unavailable", `${e.operation} failed; retry later with the same Idempotency-Key`)))
+    Effect.succeed(
+      problem(503, "storage-unavailable", "Storage is unavailable", `${e.operation} failed; retry later with the same Idempotency-Key`).pipe(
+        HttpServerResponse.setHeader("retry-after", "1")
+      )
+    ))
 )
 
 /** The router as an app: unknown routes answer 404 problem+json too. */
