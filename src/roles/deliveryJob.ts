@@ -131,17 +131,20 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
     return report
   }).pipe(Effect.scoped, Effect.withSpan("DeliveryJob.run"))
 
-/** The report as a person reads it. */
-export const formatReport = (r: DeliveryReport): string => [
-  "Dostavka delivery report",
-  `  requests sent                 ${r.requests}`,
-  `  accepted (new)                ${r.accepted}`,
-  `  accepted again (replay)       ${r.replayed}    same Idempotency-Key and body: same ids, nothing written`,
-  `  rejected, stale revision 409  ${r.rejectedStale}`,
-  `  rejected, other               ${r.rejectedOther}`,
-  `  published (confirmed)         ${r.published}    outbox pending: ${r.pending}`,
-  `  catalog  applied ${r.catalog.applied}, stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}; entries ${r.catalog.entries}`,
-  `  audit    applied ${r.audit.applied}, duplicates suppressed ${r.audit.duplicates}; records ${r.audit.records}`
-].join("\n")
+/** The report as a person reads it: this run's answers, then what the databases hold. */
+export const formatReport = (r: DeliveryReport): string => {
+  const line = (label: string, n: number, note = "") => `  ${label.padEnd(30)}${String(n).padStart(5)}${note ? `   ${note}` : ""}`
+  return [
+    "Dostavka delivery report",
+    line("requests sent", r.requests),
+    line("accepted (new)", r.accepted),
+    line("accepted again (replay)", r.replayed, "same Idempotency-Key and body: same ids, nothing written"),
+    line("rejected, stale revision 409", r.rejectedStale),
+    line("rejected, other", r.rejectedOther),
+    line("published (confirmed)", r.published, `outbox pending: ${r.pending}`),
+    line("catalog: applied", r.catalog.applied, `stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}, entries ${r.catalog.entries}`),
+    line("audit: applied", r.audit.applied, `duplicates suppressed ${r.audit.duplicates}, records ${r.audit.records}`)
+  ].join("\n")
+}
 
 export const printReport = (r: DeliveryReport) => Console.log(formatReport(r))
