@@ -2,7 +2,7 @@ import { Effect, Layer } from "effect"
 import { Settings } from "../config.js"
 import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
-import { databaseFile, databaseLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
+import { databaseFile, databaseLayer, readerLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
 import { InboxSqlite } from "../adapters/sqlite/InboxSqlite.js"
 import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
 import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
@@ -43,4 +43,20 @@ export const AuditStores = Layer.mergeAll(
   Layer.fresh(AuditLogSqlite)
 ).pipe(
   Layer.provide(database("audit"))
+)
+
+const reader = (service: ServiceDatabase) =>
+  Layer.unwrapEffect(Effect.map(Settings, (s) => readerLayer(databaseFile(s.dataDir, service))))
+
+/**
+ * Read-only views of the three databases, for observers in any process (the main job's
+ * report): outbox stats from `api.db`, inbox and entries from `catalog.db`, inbox and
+ * records from `audit.db`. Each is its own connection, opened read-only.
+ */
+export const ApiReader = Layer.fresh(OutboxSqlite).pipe(Layer.provide(reader("api")))
+export const CatalogReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(CatalogStoreSqlite)).pipe(
+  Layer.provide(reader("catalog"))
+)
+export const AuditReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(AuditLogSqlite)).pipe(
+  Layer.provide(reader("audit"))
 )

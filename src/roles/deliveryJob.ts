@@ -4,7 +4,7 @@ import { Inbox } from "../ports/Inbox.js"
 import { Outbox } from "../ports/Outbox.js"
 import { CatalogStore } from "../ports/CatalogStore.js"
 import { AuditLog } from "../ports/AuditLog.js"
-import { ApiStores, AuditStores, CatalogStores } from "./databases.js"
+import { ApiReader, AuditReader, CatalogReader } from "./databases.js"
 
 /** One line of `data/materials.jsonl`: a publication request and the answer it must get. */
 const DatasetLine = Schema.parseJson(Schema.Struct({
@@ -86,10 +86,11 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
       }
     }
 
-    // Read through connections of the job's own: the roles' stores are private to them.
-    const api = yield* Layer.build(ApiStores)
-    const catalogDb = yield* Layer.build(CatalogStores)
-    const auditDb = yield* Layer.build(AuditStores)
+    // Read-only connections of the job's own: the roles' stores are private to them,
+    // and a second writer in this process could stall theirs.
+    const api = yield* Layer.build(ApiReader)
+    const catalogDb = yield* Layer.build(CatalogReader)
+    const auditDb = yield* Layer.build(AuditReader)
     const receiptsOf = (handler: string) =>
       Effect.flatMap(Inbox, (inbox) =>
         Effect.reduce(eventIds, 0, (n, id) => Effect.map(inbox.find(handler, id), (r) => n + (Option.isSome(r) ? 1 : 0))))

@@ -129,6 +129,14 @@ export const databaseLayer = (filename: string, service: ServiceDatabase) => {
 }
 
 /**
+ * A read-only connection to a service's database, for observers (the main job's report,
+ * an operator view): it never takes the write lock, so in the process that also runs the
+ * service it cannot make the service's writer wait, and it runs no migrations. The file
+ * must exist. Provides `SqlClient`; a write through it fails with `SqlError`.
+ */
+export const readerLayer = (filename: string) => SqliteClient.layer({ filename, readonly: true, disableWAL: true })
+
+/**
  * The `Transaction` port over one SQLite database (`sql.withTransaction`).
  *
  * SQLite's deferred `BEGIN` takes a read snapshot first; if another process (a relay
