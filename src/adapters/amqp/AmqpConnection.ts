@@ -1,6 +1,14 @@
-import { Effect, Redacted } from "effect"
+import { Data, Effect, Redacted } from "effect"
 import * as amqp from "amqplib"
-import { BrokerUnavailable } from "./Topology.js"
+
+/** The broker cannot be reached, refused the login, or closed the connection. Retried with `reconnectPolicy`. */
+export class BrokerUnavailable extends Data.TaggedError("BrokerUnavailable")<{
+  readonly detail: string
+}> {
+  override get message() {
+    return `broker unavailable: ${this.detail}`
+  }
+}
 
 /** Removes the password of `url` from `text`, so that no log line carries a credential. */
 export const scrubCredentials = (text: string, url: Redacted.Redacted<string>): string => {
@@ -34,5 +42,12 @@ export const openConnection = (url: Redacted.Redacted<string>, name: string) =>
         })
       )
     ),
-    (connection) => Effect.promise(() => connection.close().catch(() => undefined))
+    (connection) => closeQuietly(() => connection.close())
   )
+
+/**
+ * Closes an amqplib connection or channel that may already be closed: amqplib then
+ * rejects, or throws `IllegalOperationError` before returning a promise; either way
+ * there is nothing left to do, and a release must not fail.
+ */
+export const closeQuietly = (close: () => Promise<void>) => Effect.ignore(Effect.tryPromise(close))

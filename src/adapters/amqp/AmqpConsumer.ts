@@ -4,8 +4,8 @@ import { randomUUID } from "node:crypto"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
 import type { AmqpPublisher } from "./AmqpPublisher.js"
-import { openConnection } from "./AmqpConnection.js"
-import { BrokerUnavailable, declareTopology, type Topology } from "./Topology.js"
+import { BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
+import { declareTopology, type Topology } from "./Topology.js"
 
 /** Headers the kit adds to a dead-lettered copy; the body and the original properties stay as they were. */
 export const DeadLetterHeaders = {
@@ -67,7 +67,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         try: () => connection.createChannel(),
         catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${String(cause)}` })
       }),
-      (ch) => Effect.promise(() => ch.close().catch(() => undefined))
+      (ch) => closeQuietly(() => ch.close())
     )
     const lost = yield* Deferred.make<string>()
     let open = true
@@ -95,7 +95,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     // Runs before the channel's release: stop deliveries first, so a shutdown leaves
     // nothing half-processed; unacked prefetched messages return to the queue on close.
     yield* Effect.addFinalizer(() =>
-      open ? Effect.promise(() => channel.cancel(consumerTag).catch(() => undefined)) : Effect.void
+      open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void
     )
     yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue: options.queue, prefetch: options.prefetch }))
 
@@ -160,6 +160,9 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   // that was established ends when its channel is lost, and the next one starts with
   // the policy afresh, so a long healthy connection does not inherit an old backoff.
   const establish = session.pipe(
+    // amqplib throws synchronously from some calls on a channel that is going away; that
+    // is a lost broker to us, not a reason to stop consuming for good.
+    Effect.catchAllDefect((defect) => Effect.fail(new BrokerUnavailable({ detail: `amqplib: ${String(defect)}` }))),
     Effect.tapError((error) =>
       Effect.logWarning("consumer cannot reach the broker; retrying").pipe(
         Effect.annotateLogs({ queue: options.queue, error: error.message })

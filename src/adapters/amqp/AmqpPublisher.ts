@@ -1,8 +1,8 @@
 import { Duration, Effect, Exit, Redacted, Scope } from "effect"
 import type { ConfirmChannel, Options } from "amqplib"
 import { Rejected, type PublishOutcome, Unknown, Confirmed } from "../../ports/EventBus.js"
-import { openConnection } from "./AmqpConnection.js"
-import { BrokerUnavailable, declareTopology, type Topology } from "./Topology.js"
+import { BrokerUnavailable, openConnection } from "./AmqpConnection.js"
+import { declareTopology, type Topology } from "./Topology.js"
 
 /** One message to publish; `options.messageId` is required, it ties a basic.return to its publish. */
 export interface RawPublish {

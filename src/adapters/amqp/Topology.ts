@@ -1,6 +1,7 @@
 import { Data, Effect } from "effect"
 import type { Channel, ChannelModel } from "amqplib"
 import { MaterialPublishedV1 } from "../../domain/MaterialPublished.js"
+import { BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
 
 /** The handlers this kit runs, each with its own queues. */
 export const HandlerNames = ["catalog", "audit"] as const
@@ -98,15 +99,6 @@ export class TopologyMismatch extends Data.TaggedError("TopologyMismatch")<{
   }
 }
 
-/** The broker cannot be reached, refused the login, or closed the connection. Retried with `reconnectPolicy`. */
-export class BrokerUnavailable extends Data.TaggedError("BrokerUnavailable")<{
-  readonly detail: string
-}> {
-  override get message() {
-    return `broker unavailable: ${this.detail}`
-  }
-}
-
 const replyCode = (cause: unknown): number | undefined =>
   typeof cause === "object" && cause !== null && typeof (cause as { code?: unknown }).code === "number"
     ? (cause as { code: number }).code
@@ -153,5 +145,5 @@ export const declareTopology = (connection: ChannelModel, topology: Topology) =>
           )
         }
       }),
-    (channel) => Effect.promise(() => channel.close().catch(() => undefined))
+    (channel) => closeQuietly(() => channel.close())
   )
