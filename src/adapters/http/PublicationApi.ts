@@ -1,12 +1,11 @@
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { findMaterial, findPublication } from "../../app/queries.js"
 import { publishMaterial } from "../../app/publishMaterial.js"
 import type { FieldIssue } from "../../domain/errors.js"
 import { JsonContentType, mediaType } from "../../domain/Envelope.js"
 import { MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, IdempotencyKey } from "../../domain/PublishMaterial.js"
-import { Schema } from "effect"
 
 /**
  * The largest request accepted, in bytes: a 1 MiB material body written entirely as
@@ -58,7 +57,11 @@ const publish = Effect.gen(function*() {
   const declared = Number(request.headers["content-length"] ?? "0")
   if (declared > MaxRequestBytes) return tooLarge(`the body is ${declared} bytes; at most ${MaxRequestBytes} are accepted`)
   const text = yield* request.text.pipe(Effect.either)
-  if (Either.isLeft(text)) return tooLarge(`the body exceeds ${MaxRequestBytes} bytes`)
+  if (Either.isLeft(text)) {
+    return String(text.left.cause).includes("maxBytes")
+      ? tooLarge(`the body exceeds ${MaxRequestBytes} bytes`)
+      : invalid([{ field: "(body)", message: "could not be read to its end" }])
+  }
   let json: unknown
   try {
     json = JSON.parse(text.right)
