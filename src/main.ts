@@ -3,6 +3,7 @@ import { FetchHttpClient } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { Settings } from "./config.js"
+import { describeCause } from "./domain/errors.js"
 import { OutboxSignal } from "./ports/OutboxSignal.js"
 import { ApiRole } from "./roles/api.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
@@ -49,23 +50,9 @@ const logging = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Log
   Layer.merge(Logger.minimumLogLevel(process.env.DOSTAVKA_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Info))
 )
 
-/**
- * One line for a failure that ends the program: the message of the error and of each
- * error it wraps ("An error has occurred: listen EADDRINUSE …"), without stack traces.
- */
-const describeFailure = (cause: Cause.Cause<unknown>): string => {
-  const messages: Array<string> = []
-  let current: unknown = Cause.squash(cause)
-  for (let depth = 0; depth < 4 && current !== undefined; depth++) {
-    messages.push(current instanceof Error ? current.message : String(current))
-    current = current instanceof Error ? current.cause : undefined
-  }
-  return messages.filter((m) => m !== "").join(": ")
-}
-
 cli(process.argv).pipe(
   Effect.tapErrorCause((cause) =>
-    Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(`stopped: ${describeFailure(cause)}`)
+    Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(`stopped: ${describeCause(Cause.squash(cause))}`)
   ),
   Effect.provide(Layer.mergeAll(Settings.layer, NodeContext.layer, FetchHttpClient.layer, logging)),
   NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })

@@ -1,6 +1,6 @@
 import { Clock, Effect, Either, Option } from "effect"
 import { decodeEvent, type KnownEvent } from "../domain/Envelope.js"
-import type { PersistenceError } from "../domain/errors.js"
+import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
 
@@ -101,14 +101,3 @@ export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
         Effect.succeed<Verdict>({ _tag: "Requeue", detail: `${error.operation}: ${describeCause(error.cause)}` }))
     )
   })
-
-/** The innermost message of a chain of causes, e.g. SqlError → SqliteError → "database is locked". */
-const describeCause = (cause: unknown): string => {
-  const messages: Array<string> = []
-  let current: unknown = cause
-  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
-    if (current.message) messages.push(current.message)
-    current = (current as { cause?: unknown }).cause
-  }
-  return messages.length > 0 ? messages.join(": ") : String(cause)
-}

@@ -34,3 +34,20 @@ export class PersistenceError extends Data.TaggedError("PersistenceError")<{
   readonly operation: string
   readonly cause: unknown
 }> {}
+
+/**
+ * One line for an error and the errors it wraps, outermost first, without stack traces:
+ * e.g. `SqlError` → `SqliteError` gives "Failed to execute statement: database is locked",
+ * and a `ServeError` gives "An error has occurred: listen EADDRINUSE …". Follows `cause`
+ * at most five levels deep; empty messages are left out.
+ */
+export const describeCause = (cause: unknown): string => {
+  const messages: Array<string> = []
+  let current: unknown = cause
+  for (let depth = 0; depth < 5 && current !== undefined; depth++) {
+    const message = current instanceof Error ? current.message : String(current)
+    if (message !== "") messages.push(message)
+    current = current instanceof Error ? current.cause : undefined
+  }
+  return messages.join(": ")
+}
