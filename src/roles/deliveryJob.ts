@@ -91,18 +91,25 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
     const api = yield* Layer.build(ApiReader)
     const catalogDb = yield* Layer.build(CatalogReader)
     const auditDb = yield* Layer.build(AuditReader)
-    const receiptsOf = (handler: string) =>
+    // Each poll asks only for the receipts still missing, so the whole wait costs about
+    // one lookup per event and receiver, not one per event, receiver and poll.
+    const awaiting = { catalog: new Set(eventIds), audit: new Set(eventIds) }
+    const collect = (handler: "catalog" | "audit") =>
       Effect.flatMap(Inbox, (inbox) =>
-        Effect.reduce(eventIds, 0, (n, id) => Effect.map(inbox.find(handler, id), (r) => n + (Option.isSome(r) ? 1 : 0))))
+        Effect.forEach([...awaiting[handler]], (id) =>
+          Effect.map(inbox.find(handler, id), (receipt) => {
+            if (Option.isSome(receipt)) awaiting[handler].delete(id)
+          }), { discard: true }))
     const startedAt = yield* Clock.currentTimeMillis
-    const allReceived = Effect.gen(function*() {
-      const catalog = yield* Effect.provide(receiptsOf("catalog"), catalogDb)
-      const audit = yield* Effect.provide(receiptsOf("audit"), auditDb)
-      return catalog === eventIds.size && audit === eventIds.size
-    })
-    while (!(yield* allReceived)) {
+    for (;;) {
+      yield* Effect.provide(collect("catalog"), catalogDb)
+      yield* Effect.provide(collect("audit"), auditDb)
+      if (awaiting.catalog.size === 0 && awaiting.audit.size === 0) break
       if ((yield* Clock.currentTimeMillis) - startedAt > Duration.toMillis(deadline)) {
-        return yield* new DeliveryJobFailed({ detail: `receivers did not apply all ${eventIds.size} events within ${Duration.format(deadline)}` })
+        return yield* new DeliveryJobFailed({
+          detail: `receivers did not apply every event within ${Duration.format(deadline)}: ` +
+            `${awaiting.catalog.size} missing at the catalog, ${awaiting.audit.size} at the audit`
+        })
       }
       yield* Effect.sleep("100 millis")
     }
