@@ -2,13 +2,14 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { catalogHandler } from "../../src/app/handlers.js"
 import { judge } from "../../src/app/receive.js"
-import { SchemaVersionHeader } from "../../src/domain/Envelope.js"
+import * as amqp from "amqplib"
+import { toIncoming } from "../../src/adapters/amqp/AmqpConsumer.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { ApiRole } from "../../src/roles/api.js"
 import { CatalogStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
-import { cleanupTopology, eventually, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
+import { amqpUrl, cleanupTopology, eventually, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
 import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -70,21 +71,14 @@ describe("end to end on the real broker", () => {
       yield* eventually(queueDepth(queue), (n) => n === 1)
 
       // The "receiver" takes the delivery, commits its transaction, and dies before acking.
-      const dying = yield* Effect.promise(async () => {
-        const { default: amqp } = await import("amqplib")
-        return amqp.connect(process.env.DOSTAVKA_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672")
-      })
+      const dying = yield* Effect.promise(() => amqp.connect(amqpUrl))
       const channel = yield* Effect.promise(() => dying.createChannel())
       const delivery = yield* Effect.promise(() => channel.get(queue, { noAck: false }))
       if (delivery === false) return expect.unreachable("no delivery")
-      const verdict = yield* judge(catalogHandler)({
-        messageId: delivery.properties.messageId,
-        correlationId: delivery.properties.correlationId,
-        type: delivery.properties.type,
-        schemaVersion: delivery.properties.headers?.[SchemaVersionHeader],
-        contentType: delivery.properties.contentType,
-        body: delivery.content.toString("utf8")
-      }).pipe(Effect.provide(CatalogStores), Effect.provide(settings))
+      const verdict = yield* judge(catalogHandler)(toIncoming(delivery)).pipe(
+        Effect.provide(CatalogStores),
+        Effect.provide(settings)
+      )
       expect(verdict).toEqual({ _tag: "Ack", disposition: "applied" })
       yield* Effect.promise(() => dying.close())
 

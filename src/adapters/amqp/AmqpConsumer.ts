@@ -1,5 +1,5 @@
 import { Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
-import type { ConsumeMessage } from "amqplib"
+import type { ConsumeMessage, Message } from "amqplib"
 import { randomUUID } from "node:crypto"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
@@ -34,7 +34,8 @@ export interface ConsumerOptions<R> {
   readonly reconnect: Schedule.Schedule<unknown, unknown>
 }
 
-const toIncoming = (message: ConsumeMessage): IncomingMessage => ({
+/** What the use case needs of a delivery: the properties the kit sets, and the body as UTF-8 text. */
+export const toIncoming = (message: Message): IncomingMessage => ({
   messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
   correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
   type: typeof message.properties.type === "string" ? message.properties.type : undefined,
