@@ -49,7 +49,6 @@ const receiverRole = <R>(handler: Handler<R>) =>
           Effect.annotateLogs({ role: handler.name })
         )
       )
-
     })
   )
 

@@ -55,7 +55,7 @@ export const makeAmqpPublisher = (options: {
 
     const connect = Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const opened = yield* Effect.gen(function*() {
+      return yield* Effect.gen(function*() {
         const connection = yield* openConnection(options.url, options.connectionName)
         yield* declareTopology(connection, options.topology)
         const channel = yield* Effect.tryPromise({
@@ -75,7 +75,6 @@ export const makeAmqpPublisher = (options: {
         })
         return next
       }).pipe(Scope.extend(scope), Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause))))
-      return opened
     })
 
     const current = lock.withPermits(1)(Effect.gen(function*() {
