@@ -15,6 +15,7 @@ import { Config, ConfigProvider, Context, Duration, Effect, Layer, Redacted, Sch
  * | DOSTAVKA_RELAY_POLL_MS | 100 | how often a relay looks at the outbox when nobody rang |
  * | DOSTAVKA_CONFIRM_TIMEOUT_MS | 5000 | after this a publish's outcome is Unknown |
  * | DOSTAVKA_RELAY_LEASE_MS | 15000 | a dead relay's lease expires after this; keep it above the confirm timeout |
+ * | DOSTAVKA_DB_BUSY_TIMEOUT_MS | 5000 | how long a write waits for a SQLite lock another connection holds |
  */
 export interface SettingsShape {
   readonly amqpUrl: Redacted.Redacted<string>
@@ -28,6 +29,8 @@ export interface SettingsShape {
   readonly relayPollInterval: Duration.Duration
   readonly confirmTimeout: Duration.Duration
   readonly relayLeaseTtl: Duration.Duration
+  /** How long a transaction waits, in all, for a lock another connection holds, before it fails (HTTP 503). */
+  readonly storeBusyTimeout: Duration.Duration
 }
 
 const positive = (name: string, fallback: number) =>
@@ -57,7 +60,8 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   relayWindow: positive("DOSTAVKA_RELAY_WINDOW", 100),
   relayPollInterval: millis("DOSTAVKA_RELAY_POLL_MS", 100),
   confirmTimeout: millis("DOSTAVKA_CONFIRM_TIMEOUT_MS", 5_000),
-  relayLeaseTtl: millis("DOSTAVKA_RELAY_LEASE_MS", 15_000)
+  relayLeaseTtl: millis("DOSTAVKA_RELAY_LEASE_MS", 15_000),
+  storeBusyTimeout: millis("DOSTAVKA_DB_BUSY_TIMEOUT_MS", 5_000)
 })
 
 const emptyProvider = ConfigProvider.fromMap(new Map())

@@ -5,6 +5,7 @@ import { Cause, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { Settings } from "./config.js"
 import { describeCause } from "./domain/errors.js"
 import { OutboxSignal } from "./ports/OutboxSignal.js"
+import { Supervisor } from "./ports/Supervisor.js"
 import { ApiRole } from "./roles/api.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
 import { RelayRole } from "./roles/relay.js"
@@ -28,6 +29,10 @@ const dataset = Options.file("dataset", { exists: "yes" }).pipe(
   Options.withDefault("data/materials.jsonl")
 )
 
+/** Runs `effect` until it ends or a role fails (`Supervisor`); a failure shuts the roles down, then fails with `RoleFailed`. */
+const untilAFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Supervisor, (supervisor) => Effect.raceFirst(effect, supervisor.failed))
+
 /**
  * `dostavka --role R` runs role R until it is signalled, then shuts down cleanly.
  * `dostavka` alone is the main job: every role in this process, the data set published
@@ -35,13 +40,10 @@ const dataset = Options.file("dataset", { exists: "yes" }).pipe(
  */
 const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role }) =>
   Option.match(role, {
-    onSome: (name) => Layer.launch(Roles[name]),
+    onSome: (name) => untilAFailure(Layer.launch(Roles[name])),
     onNone: () =>
-      runDeliveryJob(dataset).pipe(
-        Effect.flatMap(printReport),
-        Effect.provide(Roles.all)
-      )
-  }).pipe(Effect.provide(OutboxSignal.layer))
+      untilAFailure(runDeliveryJob(dataset).pipe(Effect.flatMap(printReport), Effect.provide(Roles.all)))
+  }).pipe(Effect.provide(Layer.merge(OutboxSignal.layer, Supervisor.layer)))
 )
 
 const cli = Command.run(dostavka, { name: "dostavka", version: "0.1.0" })

@@ -52,14 +52,14 @@ export const receive = <R>(handler: Handler<R>, event: KnownEvent, message: Rece
     Effect.annotateLogs({ handler: handler.name, messageId: message.messageId })
   )
 
-/** A message as the consumer hands it over: AMQP properties that matter, and the body as text. */
+/** A message as the consumer hands it over: AMQP properties that matter, and the body's bytes as received. */
 export interface IncomingMessage {
   readonly messageId: string | undefined
   readonly correlationId: string | undefined
   readonly type: string | undefined
   readonly schemaVersion: unknown
   readonly contentType: string | undefined
-  readonly body: string
+  readonly body: Uint8Array
 }
 
 /** The consumer's instruction for one delivery. */
@@ -70,13 +70,19 @@ export type Verdict =
   | { readonly _tag: "DeadLetter"; readonly reason: string; readonly detail: string }
   /** Failed for a reason that may pass (a locked or full disk): hand it back to the queue. */
   | { readonly _tag: "Requeue"; readonly detail: string }
+  /**
+   * The receiver must stop: its database file is gone, so nothing it commits would be
+   * kept. Neither ack nor hand back; the message returns to the queue when the channel
+   * closes, for the next process to apply.
+   */
+  | { readonly _tag: "Halt"; readonly detail: string }
 
 /**
  * Decides what becomes of one delivery for `handler`: decodes it (an unknown type or
  * version, a non-JSON content type, a body that fails the schema, a missing
  * `message_id`, or one that is not the event's `event_id` → `DeadLetter` with the
- * reason), then runs `receive`. Never fails: a
- * `PersistenceError` becomes `Requeue`.
+ * reason), then runs `receive`. Never fails: a `PersistenceError` becomes `Requeue`, or
+ * `Halt` when the database file was lost.
  */
 export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
   Effect.gen(function*() {
@@ -98,6 +104,9 @@ export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
     return yield* receive(handler, decoded.right, message).pipe(
       Effect.map((disposition): Verdict => ({ _tag: "Ack", disposition })),
       Effect.catchTag("PersistenceError", (error) =>
-        Effect.succeed<Verdict>({ _tag: "Requeue", detail: `${error.operation}: ${describeCause(error.cause)}` }))
+        Effect.succeed<Verdict>({
+          _tag: error.kind === "lost" ? "Halt" : "Requeue",
+          detail: `${error.operation}: ${describeCause(error.cause)}`
+        }))
     )
   })

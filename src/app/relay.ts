@@ -52,7 +52,8 @@ export const drainOnce = Effect.fn("Relay.drain")(function*(window: number) {
  * `relayWindow`; when the outbox is empty it sleeps until the API rings or
  * `relayPollInterval` passes. After a failed drain it backs off by `relayBackoff`. Without
  * the lease (another relay is publishing) it only polls for it. Releases the lease when
- * interrupted. Never fails.
+ * interrupted. Fails only with a `PersistenceError` of kind `lost`: its database file is
+ * gone, and the role must stop.
  */
 export const runRelay = (owner: string) =>
   Effect.gen(function*() {
@@ -68,7 +69,8 @@ export const runRelay = (owner: string) =>
       if (result.attempted < settings.relayWindow) yield* signal.wait(settings.relayPollInterval)
     }).pipe(
       Effect.tapError((error) => Effect.logWarning("relay drain failed; backing off", error)),
-      Effect.retry(relayBackoff)
+      // A database file removed under the relay is not a failure to wait out.
+      Effect.retry({ schedule: relayBackoff, while: (error) => !(error._tag === "PersistenceError" && error.kind === "lost") })
     )
 
     yield* Effect.logInfo("relay started").pipe(

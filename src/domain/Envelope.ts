@@ -1,4 +1,5 @@
-import { Either } from "effect"
+import { Either, ParseResult } from "effect"
+import { parseJsonBytes, truncate } from "./JsonInput.js"
 import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublishedV1 } from "./MaterialPublished.js"
 import { UndecodableMessage } from "./errors.js"
 
@@ -52,25 +53,43 @@ export const mediaType = (contentType: string | undefined): string | undefined =
 /** The events this kit understands, by type and schema version. */
 export type KnownEvent = MaterialPublishedV1
 
+/** The longest `detail` of an `UndecodableMessage`, so that a refusal never grows with its input. */
+export const MaxDetailLength = 1000
+
 /**
  * Decodes a received message into a known event.
  * Fails with `UndecodableMessage` when the type or schema version (a number in the
  * `x-schema-version` header) is unknown, the media type is not `application/json`, or
- * the body does not match the schema (the reason names the field).
+ * the body is not strict UTF-8, not JSON, nested deeper than `MaxJsonDepth`, or does
+ * not match the schema (the detail names the field). Never throws, whatever the bytes
+ * and properties; the detail is at most `MaxDetailLength` characters.
  */
 export const decodeEvent = (
-  message: { readonly type: string | undefined; readonly schemaVersion: unknown; readonly contentType: string | undefined; readonly body: string }
+  message: { readonly type: string | undefined; readonly schemaVersion: unknown; readonly contentType: string | undefined; readonly body: Uint8Array }
 ): Either.Either<KnownEvent, UndecodableMessage> => {
   if (message.type !== MaterialPublishedV1.type) {
-    return Either.left(new UndecodableMessage({ reason: "unknown-type", detail: `unknown message type ${JSON.stringify(message.type)}` }))
+    return Either.left(undecodable("unknown-type", `unknown message type ${quote(message.type)}`))
   }
   if (message.schemaVersion !== MaterialPublishedV1.schemaVersion) {
-    return Either.left(new UndecodableMessage({ reason: "unknown-version", detail: `unknown schema version ${JSON.stringify(message.schemaVersion)} of ${message.type}` }))
+    return Either.left(undecodable("unknown-version", `unknown schema version ${quote(message.schemaVersion)} of ${message.type}`))
   }
   if (mediaType(message.contentType) !== JsonContentType) {
-    return Either.left(new UndecodableMessage({ reason: "bad-content-type", detail: `content type ${JSON.stringify(message.contentType)} is not ${JsonContentType}` }))
+    return Either.left(undecodable("bad-content-type", `content type ${quote(message.contentType)} is not ${JsonContentType}`))
   }
-  return decodeMaterialPublishedV1(message.body).pipe(
-    Either.mapLeft((error) => new UndecodableMessage({ reason: "bad-body", detail: error.message }))
+  const json = parseJsonBytes(message.body)
+  if (Either.isLeft(json)) return Either.left(undecodable("bad-body", `the body ${json.left.message}`))
+  return decodeMaterialPublishedV1(json.right, { errors: "first" }).pipe(
+    Either.mapLeft((error) => undecodable("bad-body", ParseResult.TreeFormatter.formatErrorSync(error)))
   )
+}
+
+const undecodable = (reason: UndecodableMessage["reason"], detail: string) =>
+  new UndecodableMessage({ reason, detail: truncate(detail, MaxDetailLength) })
+
+/** A property value as JSON for a refusal's detail, short whatever it holds (a header may be a deep table). */
+const quote = (value: unknown): string => {
+  if (value === undefined) return "(none)"
+  if (typeof value === "string") return JSON.stringify(truncate(value, 100))
+  if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value)
+  return Array.isArray(value) ? "(a list)" : `(a value of type ${typeof value})`
 }

@@ -20,5 +20,12 @@ export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("Mate
   static readonly schemaVersion = 1
 }
 
+/** The JSON text of an event, as the outbox stores it and the relay sends it. */
 export const encodeMaterialPublishedV1 = Schema.encodeSync(Schema.parseJson(MaterialPublishedV1))
-export const decodeMaterialPublishedV1 = Schema.decodeUnknownEither(Schema.parseJson(MaterialPublishedV1))
+
+/**
+ * An already parsed JSON value to an event. Fields it does not know are ignored, so a
+ * producer may add one without breaking this receiver (a tolerant reader); a missing or
+ * ill-typed known field fails with a `ParseError` naming it.
+ */
+export const decodeMaterialPublishedV1 = Schema.decodeUnknownEither(MaterialPublishedV1)

@@ -29,9 +29,18 @@ export class UndecodableMessage extends Data.TaggedError("UndecodableMessage")<{
   readonly detail: string
 }> {}
 
-/** A store could not be read or written (disk, lock, constraint). Transient unless the cause says otherwise. */
+/**
+ * A store could not be read or written. `kind` says what may help:
+ * - `unavailable`: busy or locked past the busy timeout, disk full, an I/O error: trying
+ *   again later may pass (HTTP 503, a delayed retry of a message);
+ * - `constraint`: the write breaks a constraint (a unique key): the same write will fail
+ *   again until the data or the code changes;
+ * - `lost`: the database file this process opened was removed or replaced under it;
+ *   nothing written now would be seen by the next process, so the role must stop.
+ */
 export class PersistenceError extends Data.TaggedError("PersistenceError")<{
   readonly operation: string
+  readonly kind: "unavailable" | "constraint" | "lost"
   readonly cause: unknown
 }> {}
 

@@ -9,40 +9,45 @@ import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
 import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
 
 const database = (service: ServiceDatabase) =>
-  Layer.unwrapEffect(Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service)))
+  Layer.unwrapEffect(Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service, s.storeBusyTimeout)))
+
+const transaction = Layer.unwrapEffect(Effect.map(Settings, (s) => TransactionSqlite(s.storeBusyTimeout)))
 
 // Each is one value, so that roles of one process that use the same database share one
 // connection (Layers are memoized by reference). Two better-sqlite3 connections writing
 // one file in one process would block each other: a busy wait is synchronous.
 // The adapters are `Layer.fresh` for the same reason turned around: `InboxSqlite` is one
 // value used over two databases, and memoized it would serve both from the first.
+const ApiDatabase = database("api")
+const CatalogDatabase = database("catalog")
+const AuditDatabase = database("audit")
 
 /** The API owner's stores over `api.db`: materials, requests, outbox, and its Transaction. */
 export const ApiStores = Layer.mergeAll(
-  Layer.fresh(TransactionSqlite),
+  Layer.fresh(transaction),
   Layer.fresh(OutboxSqlite),
   Layer.fresh(MaterialStoreSqlite),
   Layer.fresh(PublicationRequestsSqlite)
 ).pipe(
-  Layer.provide(database("api"))
+  Layer.provide(ApiDatabase)
 )
 
 /** The catalog's stores over `catalog.db`: entries, inbox, Transaction. */
 export const CatalogStores = Layer.mergeAll(
-  Layer.fresh(TransactionSqlite),
+  Layer.fresh(transaction),
   Layer.fresh(InboxSqlite),
   Layer.fresh(CatalogStoreSqlite)
 ).pipe(
-  Layer.provide(database("catalog"))
+  Layer.provide(CatalogDatabase)
 )
 
 /** The audit receiver's stores over `audit.db`: records, inbox, Transaction. */
 export const AuditStores = Layer.mergeAll(
-  Layer.fresh(TransactionSqlite),
+  Layer.fresh(transaction),
   Layer.fresh(InboxSqlite),
   Layer.fresh(AuditLogSqlite)
 ).pipe(
-  Layer.provide(database("audit"))
+  Layer.provide(AuditDatabase)
 )
 
 const reader = (service: ServiceDatabase) =>
@@ -59,4 +64,18 @@ export const CatalogReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fres
 )
 export const AuditReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(AuditLogSqlite)).pipe(
   Layer.provide(reader("audit"))
+)
+
+/**
+ * What the API's GETs read, over a read-only connection to `api.db` of their own: a
+ * writer holding the lock (another process, or this one's own transaction waiting for
+ * it) never holds up a GET. Built after `ApiStores`, which creates and migrates the file.
+ */
+export const ApiQueryStores = Layer.mergeAll(
+  Layer.fresh(OutboxSqlite),
+  Layer.fresh(MaterialStoreSqlite),
+  Layer.fresh(PublicationRequestsSqlite)
+).pipe(
+  Layer.provide(reader("api")),
+  Layer.provide(Layer.discard(ApiDatabase))
 )

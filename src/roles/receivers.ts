@@ -6,6 +6,7 @@ import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
 import { namesOf, topologyOf } from "../adapters/amqp/Topology.js"
 import type { Inbox } from "../ports/Inbox.js"
+import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
 import { AuditStores, CatalogStores } from "./databases.js"
 import { declareAtStart } from "./broker.js"
@@ -29,9 +30,11 @@ const receiverRole = <R>(handler: Handler<R>) =>
         confirmTimeout: settings.confirmTimeout
       })
       const context = yield* Effect.context<R | Transaction | Inbox>()
+      const supervisor = yield* Supervisor
       // Added before the fork, so it runs after the consumer fiber has been interrupted.
       yield* Effect.addFinalizer(() => Effect.logInfo("receiver stopped").pipe(Effect.annotateLogs({ role: handler.name })))
-      yield* Effect.forkScoped(
+      yield* supervisor.supervise(
+        handler.name,
         runConsumer({
           url: settings.amqpUrl,
           connectionName: `${settings.prefix}-${handler.name}-consumer`,
@@ -45,7 +48,7 @@ const receiverRole = <R>(handler: Handler<R>) =>
           requeueDelay: handlerRequeueDelay,
           reconnect: reconnectPolicy
         }).pipe(
-          Effect.tapErrorCause((cause) => Effect.logFatal("consumer stopped", cause)),
+          Effect.tapError((error) => Effect.logFatal("consumer stopped").pipe(Effect.annotateLogs({ error: error.message }))),
           Effect.annotateLogs({ role: handler.name })
         )
       )

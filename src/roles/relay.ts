@@ -5,6 +5,7 @@ import { runRelay } from "../app/relay.js"
 import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
 import { ApiStores } from "./databases.js"
 import { declareAtStart } from "./broker.js"
+import { Supervisor } from "../ports/Supervisor.js"
 
 /**
  * The `relay` role: drains `api.db`'s outbox to the broker with pipelined publisher
@@ -16,6 +17,7 @@ export const RelayRole = Layer.scopedDiscard(
     yield* declareAtStart("relay-setup")
     // Added before the fork, so it runs after the relay fiber has been interrupted.
     yield* Effect.addFinalizer(() => Effect.logInfo("relay stopped"))
-    yield* Effect.forkScoped(runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
+    const supervisor = yield* Supervisor
+    yield* supervisor.supervise("relay", runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
   })
 ).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)))

@@ -23,11 +23,11 @@ type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
 type ReceiverPorts = Transaction | Inbox | CatalogStore | AuditLog
 
 const sqliteApi = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
-  Layer.mergeAll(TransactionSqlite, OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
+  Layer.mergeAll(TransactionSqlite("5 seconds"), OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
     Layer.provide(databaseLayer(`${dir}/api.db`, "api"))
   )))
 const sqliteReceiver = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
-  Layer.mergeAll(TransactionSqlite, InboxSqlite, CatalogStoreSqlite).pipe(
+  Layer.mergeAll(TransactionSqlite("5 seconds"), InboxSqlite, CatalogStoreSqlite).pipe(
     Layer.provideMerge(databaseLayer(`${dir}/catalog.db`, "catalog")),
     Layer.merge(AuditLogSqlite.pipe(Layer.provide(databaseLayer(`${dir}/audit.db`, "audit"))))
   )))

@@ -65,7 +65,7 @@ describe("publishMaterial (in memory)", () => {
     }).pipe(
       Effect.provide(Layer.effect(Outbox, Effect.map(Outbox, (outbox) => ({
         ...outbox,
-        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", cause: "disk full" }))
+        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "disk full" }))
       })))),
       Effect.provide(ApiMemory)
     ))

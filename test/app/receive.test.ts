@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { auditHandler, catalogHandler } from "../../src/app/handlers.js"
-import { judge, receive } from "../../src/app/receive.js"
+import { type IncomingMessage, judge, receive } from "../../src/app/receive.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
@@ -56,11 +56,8 @@ describe("the inbox", () => {
   it.effect("a failing effect leaves no receipt, so the redelivery applies it", () =>
     Effect.gen(function*() {
       const event = MaterialMother.event()
-      const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", cause: "locked" })) }
-      const verdict = yield* judge(failing)({
-        ...MaterialMother.envelope(event),
-        schemaVersion: 1
-      })
+      const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "locked" })) }
+      const verdict = yield* judge(failing)(MaterialMother.incoming(event))
       expect(verdict._tag).toBe("Requeue")
       expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", event.eventId)))).toBe(true)
       expect(yield* deliver(auditHandler, event)).toBe("applied")
@@ -68,11 +65,11 @@ describe("the inbox", () => {
 })
 
 describe("judge", () => {
-  const incoming = (overrides: object) => ({ ...MaterialMother.envelope(MaterialMother.event()), schemaVersion: 1, ...overrides })
+  const incoming = (overrides: Partial<IncomingMessage>) => MaterialMother.incoming(MaterialMother.event(), overrides)
 
   it.effect("sends undecodable and unknown-version messages to the dead-letter queue with the reason", () =>
     Effect.gen(function*() {
-      expect(yield* judge(catalogHandler)(incoming({ body: "{" }))).toMatchObject({ _tag: "DeadLetter", reason: "bad-body" })
+      expect(yield* judge(catalogHandler)(incoming({ body: Buffer.from("{") }))).toMatchObject({ _tag: "DeadLetter", reason: "bad-body" })
       expect(yield* judge(catalogHandler)(incoming({ schemaVersion: 7 }))).toMatchObject({ _tag: "DeadLetter", reason: "unknown-version" })
       expect(yield* judge(catalogHandler)(incoming({ messageId: undefined }))).toMatchObject({ _tag: "DeadLetter", reason: "no-message-id" })
       expect(yield* judge(catalogHandler)(incoming({ messageId: "another-id" }))).toMatchObject({ _tag: "DeadLetter", reason: "id-mismatch" })

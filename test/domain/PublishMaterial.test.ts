@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, Option } from "effect"
+import { MaxIssueLength, MaxListedIssues, parseJson } from "../../src/domain/JsonInput.js"
 import { decodePublishMaterial } from "../../src/domain/PublishMaterial.js"
 
 const valid = { material_id: "news/2026/budget", revision: 1, title: "Budget passes", summary: "", body: "Text." }
@@ -48,4 +49,37 @@ describe("PublishMaterial command validation", () => {
   it("reports every missing field at once, and unknown fields", () => {
     expect(fieldsOf({ extra: 1 })).toEqual(["extra", "material_id", "revision", "title", "summary", "body"])
   })
+
+  it("200,000 unknown keys are one bounded refusal: 20 listed, then how many more", () => {
+    const input: Record<string, unknown> = { ...valid }
+    for (let i = 0; i < 200_000; i++) input[`k${i}`] = i
+    const decoded = decodePublishMaterial(input)
+    if (Either.isRight(decoded)) return expect.unreachable("accepted")
+    const issues = decoded.left.issues
+    expect(issues).toHaveLength(MaxListedIssues + 1)
+    expect(issues.slice(0, 3).map((i) => i.field)).toEqual(["k0", "k1", "k2"])
+    expect(issues.at(-1)).toEqual({ field: "(body)", message: "and 199980 more issues" })
+  })
+
+  it("unknown keys and bad known fields together stay within the bound and count every issue", () => {
+    const input: Record<string, unknown> = { revision: "x" }
+    for (let i = 0; i < 30; i++) input[`k${i}`] = i
+    const decoded = decodePublishMaterial(input)
+    if (Either.isRight(decoded)) return expect.unreachable("accepted")
+    // 30 unknown + revision + 4 missing fields = 35 issues.
+    expect(decoded.left.issues.at(-1)).toEqual({ field: "(body)", message: "and 15 more issues" })
+  })
+
+  it("a huge wrong value is reported in at most MaxIssueLength characters", () => {
+    const decoded = decodePublishMaterial({ ...valid, title: Array.from({ length: 100_000 }, (_, i) => i) })
+    if (Either.isRight(decoded)) return expect.unreachable("accepted")
+    expect(decoded.left.issues.map((i) => i.field)).toEqual(["title"])
+    expect(decoded.left.issues[0]!.message.length).toBeLessThanOrEqual(MaxIssueLength)
+  })
+
+  it("a field nested 10,000 levels deep never reaches the schema: the parser refuses it", () => {
+    const text = JSON.stringify({ ...valid, title: "PLACEHOLDER" }).replace("\"PLACEHOLDER\"", "[".repeat(10_000) + "]".repeat(10_000))
+    expect(Either.getLeft(parseJson(text))).toMatchObject(Option.some({ reason: "too-deep" }))
+  })
 })
+

@@ -71,7 +71,7 @@ describe("publication API over HTTP and SQLite", () => {
       const dir = yield* tempDataDir
       const failingOutbox = Layer.effect(Outbox, Effect.map(Outbox, (outbox) => ({
         ...outbox,
-        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", cause: "forced" }))
+        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "forced" }))
       })))
       const error = yield* Effect.flip(publishMaterial(MaterialMother.key(), MaterialMother.command())).pipe(
         Effect.provide(failingOutbox),

@@ -1,12 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, Redacted } from "effect"
+import * as amqp from "amqplib"
 import type { GetMessage } from "amqplib"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
 import { DeadLetterHeaders } from "../../src/adapters/amqp/AmqpConsumer.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
-import { CatalogRole } from "../../src/roles/receivers.js"
+import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
+import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
 import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
-import { countRows, startRoles, testSettings } from "../support/roles.js"
+import { hasPrivateBrokerSupport, privateBroker, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
+import { type CapturedLog, countRows, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
 const declare = (prefix: string, queueType: "classic" | "quorum") =>
@@ -81,4 +84,79 @@ describe("dead letters on the real broker", () => {
       expect(dead.properties.messageId).toBe("m-1")
       expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({ queue: names.queue("audit"), reason: "rejected" })
     }).pipe(Effect.scoped, Effect.runPromise))
+
+  it.scopedLive("an event body nested 10,000 levels deep is dead-lettered as bad-body; both receivers go on with what follows", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("deep")
+      yield* cleanupTopology(prefix)
+      const names = namesOf(prefix)
+      yield* startRoles(Layer.merge(CatalogRole, AuditRole), testSettings(prefix, dir))
+      const connection = yield* testConnection
+      const channel = yield* Effect.promise(() => connection.createConfirmChannel())
+      const poison = MaterialMother.envelope(MaterialMother.event({ revision: 1 }))
+      const deepBody = JSON.stringify({ ...JSON.parse(poison.body), title: "PLACEHOLDER" })
+        .replace("\"PLACEHOLDER\"", "[".repeat(10_000) + "]".repeat(10_000))
+      const next = MaterialMother.envelope(MaterialMother.event({ revision: 2 }))
+      for (const [envelope, body] of [[poison, deepBody], [next, next.body]] as const) {
+        const message = toPublish(names.exchange, envelope)
+        yield* Effect.promise(() => {
+          channel.publish(message.exchange, message.routingKey, Buffer.from(body), message.options)
+          return channel.waitForConfirms()
+        })
+      }
+      yield* eventually(Effect.sync(() => [countRows(dir, "catalog", "inbox"), countRows(dir, "audit", "inbox")]), ([c, a]) => c === 1 && a === 1)
+      for (const handler of ["catalog", "audit"]) {
+        const dead = yield* eventually(Effect.promise(() => channel.get(names.deadQueue(handler), { noAck: true })), (m) => m !== false)
+        if (dead === false) return
+        expect(dead.properties.messageId).toBe(poison.messageId)
+        expect(dead.properties.headers?.[DeadLetterHeaders.reason]).toBe("bad-body")
+        expect(dead.properties.headers?.[DeadLetterHeaders.error]).toContain("deeper than 32 levels")
+        expect(dead.content.toString()).toBe(deepBody)
+      }
+    }))
+})
+
+if (!hasPrivateBrokerSupport) console.log(`frame_max test skipped: ${privateBrokerUnsupportedReason}`)
+
+describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small frame_max", () => {
+  it.scopedLive(
+    "a dead-letter copy the broker can never take (over frame_max) ends on the dead queue through the queue's own dead-lettering, not in a loop",
+    () =>
+      Effect.gen(function*() {
+        const broker = yield* privateBroker({ conf: ["frame_max = 4096"] })
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("framemax")
+        const names = namesOf(prefix)
+        const logs: Array<CapturedLog> = []
+        yield* startRoles(CatalogRole, testSettings(prefix, dir, { amqpUrl: Redacted.make(broker.url) }), { logs })
+        const connection = yield* Effect.acquireRelease(Effect.promise(() => amqp.connect(broker.url)), (c) => Effect.promise(() => c.close().catch(() => undefined)))
+        const channel = yield* Effect.promise(() => connection.createConfirmChannel())
+        // Undecodable, with a 3,800-byte header: it fits a 4 KiB frame, its dead copy with
+        // the kit's headers does not.
+        yield* Effect.promise(() => {
+          channel.publish(names.exchange, "material.published.v1", Buffer.from("{not json"), {
+            messageId: "poison-frame",
+            type: "material.published.v1",
+            contentType: "application/json",
+            headers: { "x-schema-version": 1, "x-padding": "p".repeat(3_800) }
+          })
+          return channel.waitForConfirms()
+        })
+        const valid = toPublish(names.exchange, MaterialMother.envelope(MaterialMother.event()))
+        yield* Effect.promise(() => {
+          channel.publish(valid.exchange, valid.routingKey, valid.content, valid.options)
+          return channel.waitForConfirms()
+        })
+        yield* eventually(Effect.sync(() => countRows(dir, "catalog", "inbox")), (n) => n === 1, 30_000)
+        const dead = yield* eventually(Effect.promise(() => channel.get(names.deadQueue("catalog"), { noAck: true })), (m) => m !== false, 30_000)
+        if (dead === false) return
+        expect(dead.properties.messageId).toBe("poison-frame")
+        expect(dead.content.toString()).toBe("{not json")
+        expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({ queue: names.queue("catalog"), reason: "rejected", count: 1 })
+        expect(yield* Effect.promise(() => channel.checkQueue(names.queue("catalog")))).toMatchObject({ messageCount: 0 })
+        expect(logs.filter((l) => l.message.startsWith("dead-letter copy not written"))).toHaveLength(1)
+      }),
+    120_000
+  )
 })

@@ -4,6 +4,7 @@ import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
 import { PublishMaterial, IdempotencyKey } from "../../src/domain/PublishMaterial.js"
 import { MaterialId, Revision } from "../../src/domain/Material.js"
 import { Schema } from "effect"
+import type { IncomingMessage } from "../../src/app/receive.js"
 
 /** Valid commands and events, with only what a test cares about stated. */
 export const MaterialMother = {
@@ -28,5 +29,18 @@ export const MaterialMother = {
       publishedAt: new Date("2026-11-29T12:00:00.000Z")
     }),
   envelope: (event: MaterialPublishedV1, correlationId: string = randomUUID()): Envelope =>
-    envelopeOf(event, correlationId, "dostavka-test")
+    envelopeOf(event, correlationId, "dostavka-test"),
+  /** `event` as a consumer hands it to `judge`: its envelope's properties and the body's UTF-8 bytes. */
+  incoming: (event: MaterialPublishedV1, overrides: Partial<IncomingMessage> = {}): IncomingMessage => {
+    const envelope = envelopeOf(event, randomUUID(), "dostavka-test")
+    return {
+      messageId: envelope.messageId,
+      correlationId: envelope.correlationId,
+      type: envelope.type,
+      schemaVersion: envelope.schemaVersion,
+      contentType: envelope.contentType,
+      body: Buffer.from(envelope.body, "utf8"),
+      ...overrides
+    }
+  }
 }

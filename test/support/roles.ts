@@ -1,9 +1,11 @@
 import { HttpServer } from "@effect/platform"
 import { Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import Database from "better-sqlite3"
+import { createConnection } from "node:net"
 import { Settings, type SettingsShape } from "../../src/config.js"
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
+import { Supervisor } from "../../src/ports/Supervisor.js"
 import { redactedUrl } from "./broker.js"
 
 /** Settings for one integration test: its own prefix and data dir, a free port, quick polling. */
@@ -20,20 +22,46 @@ export const testSettings = (prefix: string, dataDir: string, overrides: Partial
 /** Roles in tests log warnings and worse only; DOSTAVKA_TEST_LOGS=1 shows everything. */
 const quietLogs = Logger.minimumLogLevel(process.env.DOSTAVKA_TEST_LOGS === "1" ? LogLevel.Debug : LogLevel.Warning)
 
+/** A log line a role wrote: its level, message and annotations (`logs` of `startRoles`). */
+export interface CapturedLog {
+  readonly level: string
+  readonly message: string
+  readonly annotations: Record<string, unknown>
+}
+
+const capturing = (into: Array<CapturedLog>) =>
+  Logger.add(Logger.make(({ annotations, logLevel, message }) => {
+    into.push({
+      level: logLevel.label,
+      message: (Array.isArray(message) ? message : [message]).map(String).join(" "),
+      annotations: Object.fromEntries(annotations)
+    })
+  }))
+
 /**
  * Starts `roles` in a scope of their own, so a test can stop them (close) while the rest
- * runs on, as a crashed or stopped process would. Returns the built context and `stop`.
+ * runs on, as a crashed or stopped process would. Returns the built context, `stop`, and
+ * `failed` (see `Supervisor`). With `logs`, every line of warning level or worse is also
+ * appended there.
  */
-export const startRoles = <ROut, E>(roles: Layer.Layer<ROut, E, Settings | OutboxSignal>, settings: Layer.Layer<Settings>) =>
+export const startRoles = <ROut, E>(
+  roles: Layer.Layer<ROut, E, Settings | OutboxSignal | Supervisor>,
+  settings: Layer.Layer<Settings>,
+  options: { readonly logs?: Array<CapturedLog> } = {}
+) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
+    const supervisor = yield* Layer.buildWithScope(Supervisor.layer, scope)
+    const logging = options.logs === undefined ? quietLogs : Layer.merge(quietLogs, capturing(options.logs))
     const context = yield* Layer.buildWithScope(
-      roles.pipe(Layer.provide(Layer.mergeAll(settings, OutboxSignal.layer, quietLogs))),
+      roles.pipe(Layer.provide(Layer.mergeAll(settings, OutboxSignal.layer, logging, Layer.succeedContext(supervisor)))),
       scope
     )
     const stop = Scope.close(scope, Exit.void)
     yield* Effect.addFinalizer(() => stop)
-    return { context, stop }
+    /** Fails with `RoleFailed` once a role of this start has failed; a test races it or awaits it. */
+    const failed = Supervisor.pipe(Effect.flatMap((s) => s.failed), Effect.provide(supervisor))
+    return { context, stop, failed }
   })
 
 /** The base URL of the API in `context` (it was started on port 0). */
@@ -73,3 +101,25 @@ export const get = (base: string, path: string) =>
     const response = await fetch(`${base}${path}`)
     return { status: response.status, headers: response.headers, body: await response.json() }
   })
+
+/** A raw HTTP exchange over one TCP connection: writes `request` as given, returns what came back. */
+export const rawHttp = (port: number, request: string | Buffer) =>
+  Effect.promise(() =>
+    new Promise<{ status: number; headers: Record<string, string>; body: string }>((resolve, reject) => {
+      const socket = createConnection({ host: "127.0.0.1", port })
+      const chunks: Array<Buffer> = []
+      socket.on("data", (chunk) => chunks.push(chunk))
+      socket.on("error", reject)
+      socket.on("close", () => {
+        const text = Buffer.concat(chunks).toString("utf8")
+        const [head = "", ...rest] = text.split("\r\n\r\n")
+        const [statusLine = "", ...headerLines] = head.split("\r\n")
+        const headers = Object.fromEntries(headerLines.map((line) => {
+          const at = line.indexOf(":")
+          return [line.slice(0, at).trim().toLowerCase(), line.slice(at + 1).trim()]
+        }))
+        resolve({ status: Number(statusLine.split(" ")[1]), headers, body: rest.join("\r\n\r\n") })
+      })
+      socket.write(request)
+    })
+  )

@@ -1,4 +1,4 @@
-import { Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
+import { Data, Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
 import type { ConsumeMessage, Message } from "amqplib"
 import { randomUUID } from "node:crypto"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
@@ -6,6 +6,13 @@ import type { IncomingMessage, Verdict } from "../../app/receive.js"
 import type { AmqpPublisher } from "./AmqpPublisher.js"
 import { BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
 import { declareTopology, type Topology } from "./Topology.js"
+
+/** The receiver stopped consuming because going on would lose what it applies (see the `Halt` verdict). */
+export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonly detail: string }> {
+  override get message() {
+    return `receiver halted: ${this.detail}`
+  }
+}
 
 /** Headers the kit adds to a dead-lettered copy; the body and the original properties stay as they were. */
 export const DeadLetterHeaders = {
@@ -34,14 +41,14 @@ export interface ConsumerOptions<R> {
   readonly reconnect: Schedule.Schedule<unknown, unknown>
 }
 
-/** What the use case needs of a delivery: the properties the kit sets, and the body as UTF-8 text. */
+/** What the use case needs of a delivery: the properties the kit sets, and the body's bytes, decoded later and strictly. */
 export const toIncoming = (message: Message): IncomingMessage => ({
   messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
   correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
   type: typeof message.properties.type === "string" ? message.properties.type : undefined,
   schemaVersion: message.properties.headers?.[SchemaVersionHeader],
   contentType: typeof message.properties.contentType === "string" ? message.properties.contentType : undefined,
-  body: message.content.toString("utf8")
+  body: message.content
 })
 
 /**
@@ -50,14 +57,15 @@ export const toIncoming = (message: Message): IncomingMessage => ({
  *
  * Each delivery is decided by `decide` and then: `Ack` → basic.ack; `DeadLetter` → a copy
  * (same body and properties, plus the `x-dostavka-*` headers) is published to
- * `deadQueue` and confirmed before the original is acked; if amqplib refuses to encode
- * the copy, the original is rejected to the queue's dead-letter exchange instead, and
- * any other failure hands it back after `requeueDelay`; `Requeue` → basic.nack with
+ * `deadQueue` and confirmed before the original is acked; if the copy is not confirmed
+ * for any reason, the original is rejected without requeue, and the queue's dead-letter
+ * exchange puts it on the same dead queue; `Requeue` → basic.nack with
  * requeue after `requeueDelay`. A delivery tag is only ever acked on the channel that
  * delivered it, and only while that channel is open; after a loss the broker redelivers.
  * Deliveries are processed one at a time in arrival order; on interruption the one in
  * progress finishes (and is acked) before the consumer is cancelled and the channel
- * closed. Fails only with `TopologyMismatch`.
+ * closed. Fails with `TopologyMismatch`, or `ReceiverHalted` on a `Halt` verdict (the
+ * message is left unsettled).
  */
 export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   const session = Effect.scoped(Effect.gen(function*() {
@@ -111,22 +119,21 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
             if (outcome?._tag === "Confirmed") {
               yield* Effect.logWarning("dead-lettered").pipe(Effect.annotateLogs({ reason: verdict.reason, detail: verdict.detail }))
               if (open) channel.ack(message)
-            } else if (outcome?._tag === "Rejected" && outcome.reason === "refused") {
-              // The copy can never be sent (amqplib will not encode it): let the broker
-              // dead-letter the original through the queue's dead-letter exchange instead.
-              yield* Effect.logError("dead-letter copy refused; rejecting the original to the queue's dead-letter exchange").pipe(
-                Effect.annotateLogs({ reason: verdict.reason, detail: outcome.detail })
+            } else {
+              // The copy cannot be written, whatever the reason: refused by amqplib (headers
+              // over 64 KiB, nesting it cannot encode), over the broker's frame_max, nacked,
+              // or not confirmed. Handing the message back would bring it here again, maybe
+              // forever; rejecting it lets the broker dead-letter it through the queue's own
+              // dead-letter exchange onto the same dead queue, with its x-death header.
+              yield* Effect.logError("dead-letter copy not written; rejecting the original to the queue's dead-letter exchange").pipe(
+                Effect.annotateLogs({ reason: verdict.reason, outcome: outcome?._tag, detail: outcome?.detail })
               )
               if (open) channel.nack(message, false, false)
-            } else {
-              yield* Effect.logError("dead-letter copy not confirmed; handing the message back").pipe(
-                Effect.annotateLogs({ outcome: outcome?._tag, detail: outcome?.detail })
-              )
-              yield* Effect.sleep(options.requeueDelay)
-              if (open) channel.nack(message, false, true)
             }
             return
           }
+          case "Halt":
+            return yield* new ReceiverHalted({ detail: verdict.detail })
           case "Requeue":
             yield* Effect.logWarning("handler failed; handing the message back").pipe(
               Effect.annotateLogs({ detail: verdict.detail })

@@ -2,8 +2,8 @@ import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Layer } from "effect"
-import { mkdirSync } from "node:fs"
+import { Context, Data, Duration, Effect, Layer, Schedule } from "effect"
+import { mkdirSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { PersistenceError } from "../../domain/errors.js"
 import { Transaction } from "../../ports/Transaction.js"
@@ -11,9 +11,34 @@ import { Transaction } from "../../ports/Transaction.js"
 /** The three service databases: one SQLite file each, never shared between services. */
 export type ServiceDatabase = "api" | "catalog" | "audit"
 
+/** The SQLite result code of `cause` or of an error it wraps, e.g. `SQLITE_BUSY`; `undefined` if none. */
+export const sqliteCode = (cause: unknown): string | undefined => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 5 && typeof current === "object" && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string" && code.startsWith("SQLITE_")) return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/**
+ * True when another connection holds a lock SQLite needed (SQLITE_BUSY and its extended
+ * codes, SQLITE_LOCKED): trying again after that connection commits can pass.
+ */
+export const isBusy = (cause: unknown): boolean => {
+  const code = sqliteCode(cause)
+  return code !== undefined && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+}
+
+/** The port's classification of a failed store operation (see `PersistenceError`). */
+export const persistenceKind = (cause: unknown): PersistenceError["kind"] =>
+  cause instanceof DatabaseFileLost ? "lost" : sqliteCode(cause)?.startsWith("SQLITE_CONSTRAINT") ? "constraint" : "unavailable"
+
 /** Maps any failure of a store operation to the port's `PersistenceError`, naming the operation. */
 export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (cause) => new PersistenceError({ operation, cause }))
+  Effect.mapError(effect, (cause) =>
+    cause instanceof PersistenceError ? cause : new PersistenceError({ operation, kind: persistenceKind(cause), cause }))
 
 const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
   CREATE TABLE inbox (
@@ -115,24 +140,111 @@ const runMigrations = Migrator.make({})
 export const databaseFile = (dataDir: string, service: ServiceDatabase): string => join(dataDir, `${service}.db`)
 
 /**
- * Opens (creating it if needed) the SQLite file of one service in WAL mode and brings
- * its schema up to date with `@effect/sql`'s Migrator (table `effect_sql_migrations`).
- * Provides `SqlClient` and `SqliteClient`; fails with `SqlError` or `MigrationError`.
+ * How long better-sqlite3 itself waits for a lock, in ms. Its wait is synchronous and
+ * holds the event loop, so it is kept short; longer waits are `busyRetry`'s, between
+ * attempts, with the event loop free.
  */
-export const databaseLayer = (filename: string, service: ServiceDatabase) => {
+export const NativeBusyTimeoutMs = 10
+
+/**
+ * Retries an operation that found the database locked by another connection: from 5 ms,
+ * doubling, jittered, at most 100 ms apart, for `budget` in all. Used by transactions
+ * and by opening and migrating a database; past the budget the caller sees the failure
+ * (the API answers 503).
+ */
+export const busyRetry = (budget: Duration.DurationInput) =>
+  Schedule.exponential("5 millis", 2).pipe(
+    Schedule.union(Schedule.spaced("100 millis")),
+    Schedule.jittered,
+    Schedule.upTo(budget)
+  )
+
+/** The database file this process opened is gone from its path, or another file took its place. */
+export class DatabaseFileLost extends Data.TaggedError("DatabaseFileLost")<{ readonly filename: string; readonly detail: string }> {
+  override get message() {
+    return `${this.filename} ${this.detail}; writes would go to a file nobody will read again`
+  }
+}
+
+/**
+ * The identity (device and inode) of the file a connection opened, and a check that its
+ * path still names that file. A file removed or replaced under a running process (`rm`,
+ * a restore copied over it) keeps receiving that process's writes unseen; the check,
+ * made before each commit, turns that into `DatabaseFileLost`.
+ */
+export class SqliteFile extends Context.Tag("dostavka/SqliteFile")<SqliteFile, {
+  readonly filename: string
+  readonly verify: Effect.Effect<void, DatabaseFileLost>
+}>() {}
+
+const identityOf = (filename: string): string => {
+  const stat = statSync(filename)
+  return `${stat.dev}:${stat.ino}`
+}
+
+const sqliteFileLayer = (filename: string) =>
+  Layer.effect(
+    SqliteFile,
+    Effect.sync(() => {
+      const opened = identityOf(filename)
+      return {
+        filename,
+        verify: Effect.suspend(() => {
+          let now: string
+          try {
+            now = identityOf(filename)
+          } catch {
+            return Effect.fail(new DatabaseFileLost({ filename, detail: "was removed" }))
+          }
+          return now === opened ? Effect.void : Effect.fail(new DatabaseFileLost({ filename, detail: "was replaced by another file" }))
+        })
+      }
+    })
+  )
+
+/** The schema is behind: another process is migrating it right now (Migrator gives way instead of waiting). */
+class MigrationsPending extends Data.TaggedError("MigrationsPending")<{ readonly code: "SQLITE_BUSY" }> {}
+
+/**
+ * Opens (creating it if needed) the SQLite file of one service in WAL mode with
+ * `synchronous = FULL`, and brings its schema up to date with `@effect/sql`'s Migrator
+ * (table `effect_sql_migrations`).
+ *
+ * `synchronous = FULL` makes every commit fsync the WAL before it returns, so a commit
+ * that an ack or a 202 follows survives a power loss or an OS crash, not only a crash of
+ * the process (SQLite, "PRAGMA synchronous": in WAL mode NORMAL may roll back the last
+ * transactions after a power loss). The busy timeout is `NativeBusyTimeoutMs`; a lock
+ * held longer, by another process opening or migrating the same file at the same time,
+ * is waited out by `busyRetry(busyBudget)`. Provides `SqlClient`, `SqliteClient` and
+ * `SqliteFile`; fails with `SqlError` or `MigrationError` when the file cannot be opened
+ * or migrated for another reason, or the lock outlasts the budget.
+ */
+export const databaseLayer = (filename: string, service: ServiceDatabase, busyBudget: Duration.DurationInput = "5 seconds") => {
   const client = Layer.unwrapEffect(Effect.sync(() => {
     mkdirSync(dirname(filename), { recursive: true })
     return SqliteClient.layer({ filename })
   }))
-  const migrate = Layer.effectDiscard(runMigrations({ loader: Migrator.fromRecord(migrations[service]) }))
-  return Layer.provideMerge(migrate, client)
+  const expected = Object.keys(migrations[service]).length
+  const migrate = Layer.effectDiscard(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`PRAGMA busy_timeout = ${sql.literal(String(NativeBusyTimeoutMs))}`
+    yield* sql`PRAGMA synchronous = FULL`
+    yield* runMigrations({ loader: Migrator.fromRecord(migrations[service]) })
+    const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM effect_sql_migrations`
+    if ((row?.n ?? 0) < expected) return yield* new MigrationsPending({ code: "SQLITE_BUSY" })
+  }).pipe(
+    Effect.tapError((error) => isBusy(error) ? Effect.logDebug(`${service}.db is locked by another process; waiting`) : Effect.void),
+    Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy })
+  ))
+  const opened = Layer.retry(client, busyRetry(busyBudget).pipe(Schedule.whileInput(isBusy)))
+  return Layer.provideMerge(Layer.merge(migrate, sqliteFileLayer(filename)), opened)
 }
 
 /**
- * A read-only connection to a service's database, for observers (the main job's report,
- * an operator view): it never takes the write lock, so in the process that also runs the
- * service it cannot make the service's writer wait, and it runs no migrations. The file
- * must exist. Provides `SqlClient`; a write through it fails with `SqlError`.
+ * A read-only connection to a service's database, for observers (the API's GETs, the
+ * main job's report, an operator view): it never takes the write lock, so a writer that
+ * holds it, in this process or another, never holds up a read. It runs no migrations;
+ * the file must exist. Provides `SqlClient`; a write through it fails with `SqlError`.
  */
 export const readerLayer = (filename: string) => SqliteClient.layer({ filename, readonly: true, disableWAL: true })
 
@@ -142,18 +254,39 @@ export const readerLayer = (filename: string) => SqliteClient.layer({ filename, 
  * SQLite's deferred `BEGIN` takes a read snapshot first; if another process (a relay
  * beside the API) commits before our first write, that write fails at once with
  * SQLITE_BUSY_SNAPSHOT and no busy timeout applies. So every transaction starts with a
- * write that changes nothing, which takes the write lock up front and makes a concurrent
- * writer wait (better-sqlite3's 5 s busy timeout) instead.
+ * write that changes nothing, which takes the write lock up front. When another
+ * connection holds that lock, the whole transaction is tried again by
+ * `busyRetry(settings.storeBusyTimeout)` without blocking the event loop, and fails with
+ * `PersistenceError` (`unavailable`) past it. Before committing, it checks that the file
+ * is still the one it opened (`SqliteFile`), else fails with `PersistenceError` (`lost`)
+ * and commits nothing. A nested `run` is a savepoint: when it fails, only its own writes
+ * are undone.
  */
-export const TransactionSqlite = Layer.effect(
-  Transaction,
-  Effect.map(SqlClient.SqlClient, (sql) => ({
-    run: (effect) =>
-      sql.withTransaction(Effect.zipRight(sql`UPDATE write_lock SET n = n WHERE 0`, effect)).pipe(
-        Effect.catchIf(
-          (error): error is SqlError => error instanceof SqlError,
-          (cause) => Effect.fail(new PersistenceError({ operation: "transaction", cause }))
+export const TransactionSqlite = (busyBudget: Duration.DurationInput) =>
+  Layer.effect(
+    Transaction,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const file = yield* SqliteFile
+      const schedule = busyRetry(busyBudget)
+      const takeWriteLock = sql`UPDATE write_lock SET n = n WHERE 0`
+      const asPersistence = (operation: string) => (cause: SqlError | DatabaseFileLost) =>
+        Effect.fail(new PersistenceError({ operation, kind: persistenceKind(cause), cause }))
+      const isSqlError = (error: unknown): error is SqlError => error instanceof SqlError
+      const isStoreFailure = (error: unknown): error is SqlError | DatabaseFileLost =>
+        error instanceof SqlError || error instanceof DatabaseFileLost
+      const savepoint = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
+        sql.withTransaction(effect).pipe(Effect.catchIf(isSqlError, asPersistence("savepoint")))
+      const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
+        sql.withTransaction(Effect.zipRight(takeWriteLock, Effect.zipLeft(effect, file.verify))).pipe(
+          Effect.retry({ schedule, while: isBusy }),
+          Effect.catchIf(isStoreFailure, asPersistence("transaction"))
         )
-      )
-  }))
-)
+      const run = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | PersistenceError, R> =>
+        Effect.flatMap(
+          Effect.serviceOption(SqlClient.TransactionConnection),
+          (outer) => (outer._tag === "Some" ? savepoint(effect) : transaction(effect))
+        )
+      return { run }
+    })
+  )
