@@ -3,6 +3,10 @@ import { FetchHttpClient } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer, Logger, LogLevel, Option } from "effect"
 import { Settings } from "./config.js"
+import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
+import { deadCommand } from "./cli/DeadLetterCommands.js"
+import { outboxCommand } from "./cli/OutboxCommands.js"
+import { ApiStores } from "./roles/databases.js"
 import { describeCause } from "./domain/errors.js"
 import { OutboxSignal } from "./ports/OutboxSignal.js"
 import { Supervisor } from "./ports/Supervisor.js"
@@ -46,7 +50,12 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
   }).pipe(Effect.provide(Layer.merge(OutboxSignal.layer, Supervisor.layer)))
 )
 
-const cli = Command.run(dostavka, { name: "dostavka", version: "0.1.0" })
+const operatorCommands = [
+  deadCommand.pipe(Command.provide(DeadLettersAmqp)),
+  outboxCommand.pipe(Command.provide(ApiStores))
+] as const
+
+const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands)), { name: "dostavka", version: "0.1.0" })
 
 const logging = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)).pipe(
   Layer.merge(Logger.minimumLogLevel(process.env.DOSTAVKA_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Info))

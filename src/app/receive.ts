@@ -1,8 +1,17 @@
-import { Clock, Effect, Either, Option } from "effect"
+import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Option } from "effect"
 import { decodeEvent, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
+import {
+  classifyDefect,
+  classifyPersistence,
+  type HandlerFailure,
+  IncompatibleMessage,
+  type RetryPolicy,
+  routeFailure
+} from "./failures.js"
+import type { HandlerName } from "../domain/HandlerName.js"
 
 /** What a received message carries besides its event. */
 export interface ReceivedMessage {
@@ -15,8 +24,8 @@ export interface ReceivedMessage {
  * transaction and says whether it applied the event or skipped it as stale.
  */
 export interface Handler<R> {
-  /** The handler's name, also the inbox key and the suffix of its queue name. */
-  readonly name: string
+  /** The handler's name, also the inbox key and the suffix of its queue names. */
+  readonly name: HandlerName
   readonly apply: (event: KnownEvent, message: ReceivedMessage) => Effect.Effect<ReceiptOutcome, PersistenceError, R>
 }
 
@@ -24,35 +33,37 @@ export interface Handler<R> {
 export type Disposition = ReceiptOutcome | "duplicate"
 
 /**
- * Processes one delivery for `handler` exactly once per `(handler, messageId)`.
- *
- * In ONE transaction: looks up the inbox receipt; if there is one, counts the duplicate
- * and returns `duplicate` without running the effect; otherwise runs the handler's effect
- * and records the receipt with its outcome. The caller acks only after this succeeds, so
- * a crash between commit and ack leads to a redelivery that finds the receipt
- * (RabbitMQ "Consumer Acknowledgements": redelivery after a lost ack). Fails with
+ * One delivery for `handler`, exactly once per `(handler, messageId)`: looks up the inbox
+ * receipt; if there is one, counts the duplicate and returns `duplicate` without running
+ * the effect; otherwise runs the handler's effect and records the receipt with its
+ * outcome. Runs inside the caller's transaction (or savepoint).
+ */
+const receiveOne = <R>(handler: Handler<R>, event: KnownEvent, message: ReceivedMessage) =>
+  Effect.gen(function*() {
+    const inbox = yield* Inbox
+    if (Option.isSome(yield* inbox.find(handler.name, message.messageId))) {
+      yield* inbox.noteDuplicate(handler.name, message.messageId)
+      return "duplicate" as Disposition
+    }
+    const outcome = yield* handler.apply(event, message)
+    const receivedAtMs = yield* Clock.currentTimeMillis
+    yield* inbox.record({ handler: handler.name, messageId: message.messageId, outcome, receivedAtMs })
+    return outcome as Disposition
+  }).pipe(Effect.annotateLogs({ handler: handler.name, messageId: message.messageId }))
+
+/**
+ * Processes one delivery for `handler` in ONE transaction: the inbox receipt and the
+ * handler's effect commit together (see `receiveOne`). The caller acks only after this
+ * succeeds, so a crash between commit and ack leads to a redelivery that finds the
+ * receipt (RabbitMQ "Consumer Acknowledgements": redelivery after a lost ack). Fails with
  * `PersistenceError`, in which case nothing was committed.
  */
 export const receive = <R>(handler: Handler<R>, event: KnownEvent, message: ReceivedMessage) =>
-  Effect.gen(function*() {
-    const transaction = yield* Transaction
-    const inbox = yield* Inbox
-    return yield* transaction.run(Effect.gen(function*() {
-      if (Option.isSome(yield* inbox.find(handler.name, message.messageId))) {
-        yield* inbox.noteDuplicate(handler.name, message.messageId)
-        return "duplicate" as Disposition
-      }
-      const outcome = yield* handler.apply(event, message)
-      const receivedAtMs = yield* Clock.currentTimeMillis
-      yield* inbox.record({ handler: handler.name, messageId: message.messageId, outcome, receivedAtMs })
-      return outcome as Disposition
-    }))
-  }).pipe(
-    Effect.withSpan("Receiver.receive"),
-    Effect.annotateLogs({ handler: handler.name, messageId: message.messageId })
+  Effect.flatMap(Transaction, (transaction) => transaction.run(receiveOne(handler, event, message))).pipe(
+    Effect.withSpan("Receiver.receive")
   )
 
-/** A message as the consumer hands it over: AMQP properties that matter, and the body's bytes as received. */
+/** A message as the consumer hands it over: AMQP properties that matter, the body's bytes as received, and its failed attempts. */
 export interface IncomingMessage {
   readonly messageId: string | undefined
   readonly correlationId: string | undefined
@@ -60,53 +71,116 @@ export interface IncomingMessage {
   readonly schemaVersion: unknown
   readonly contentType: string | undefined
   readonly body: Uint8Array
+  /** Failed attempts before this delivery, from the kit's own header (0 for a first delivery or a replay). */
+  readonly attempts: number
 }
 
 /** The consumer's instruction for one delivery. */
-export type Verdict =
+export type Verdict = Data.TaggedEnum<{
   /** Processed (applied, stale or duplicate): ack it. */
-  | { readonly _tag: "Ack"; readonly disposition: Disposition }
-  /** Can never be processed: put a copy on the handler's dead-letter queue, then ack. */
-  | { readonly _tag: "DeadLetter"; readonly reason: string; readonly detail: string }
-  /** Failed for a reason that may pass (a locked or full disk): hand it back to the queue. */
-  | { readonly _tag: "Requeue"; readonly detail: string }
+  Ack: { readonly disposition: Disposition }
+  /** Failed, with attempts left: a copy to the retry queue of `tier`, confirmed, then ack. */
+  Retry: { readonly failure: HandlerFailure; readonly tier: number; readonly delay: Duration.Duration; readonly attempts: number }
+  /** Can never be processed, or out of attempts: a copy to the handler's dead queue, confirmed, then ack. */
+  DeadLetter: {
+    readonly reason: "incompatible" | "exhausted"
+    readonly failure: IncompatibleMessage | HandlerFailure
+    readonly attempts: number
+  }
   /**
    * The receiver must stop: its database file is gone, so nothing it commits would be
    * kept. Neither ack nor hand back; the message returns to the queue when the channel
    * closes, for the next process to apply.
    */
-  | { readonly _tag: "Halt"; readonly detail: string }
+  Halt: { readonly detail: string }
+}>
+export const Verdict = Data.taggedEnum<Verdict>()
+
+const failed = (policy: RetryPolicy, attemptsBefore: number, failure: HandlerFailure): Verdict => {
+  const route = routeFailure(policy, attemptsBefore)
+  return route._tag === "RetryLater"
+    ? Verdict.Retry({ failure, tier: route.tier, delay: route.delay, attempts: route.attempts })
+    : Verdict.DeadLetter({ reason: "exhausted", failure, attempts: route.attempts })
+}
+
+/** A store failure as a verdict: `lost` halts the receiver, anything else is a failed attempt. */
+const onStoreFailure = (policy: RetryPolicy, attemptsBefore: number, error: PersistenceError): Verdict =>
+  error.kind === "lost"
+    ? Verdict.Halt({ detail: `${error.operation}: ${describeCause(error.cause)}` })
+    : failed(policy, attemptsBefore, classifyPersistence(error))
+
+/** Decodes a delivery into the event it carries, or says why it is incompatible. */
+const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; message: ReceivedMessage }, IncompatibleMessage> => {
+  if (incoming.messageId === undefined || incoming.messageId === "") {
+    return Either.left(new IncompatibleMessage({ errorTag: "UndecodableMessage.no-message-id", detail: "the message has no message_id property" }))
+  }
+  const decoded = decodeEvent(incoming)
+  if (Either.isLeft(decoded)) return Either.left(IncompatibleMessage.of(decoded.left))
+  if (decoded.right.eventId !== incoming.messageId) {
+    return Either.left(new IncompatibleMessage({
+      errorTag: "UndecodableMessage.id-mismatch",
+      detail: `message_id ${incoming.messageId.slice(0, 100)} is not the event's event_id ${decoded.right.eventId}`
+    }))
+  }
+  return Either.right({ event: decoded.right, message: { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" } })
+}
 
 /**
- * Decides what becomes of one delivery for `handler`: decodes it (an unknown type or
- * version, a non-JSON content type, a body that fails the schema, a missing
- * `message_id`, or one that is not the event's `event_id` → `DeadLetter` with the
- * reason), then runs `receive`. Never fails: a `PersistenceError` becomes `Requeue`, or
- * `Halt` when the database file was lost.
+ * Decides what becomes of a batch of deliveries for `handler` (group commit), in their
+ * order:
+ * - an incompatible one (an unknown type or version, a non-JSON content type, a body that
+ *   fails the schema, a missing `message_id`, or one that is not the event's `event_id`)
+ *   is dead-lettered at once;
+ * - the others are received in ONE transaction, each in a savepoint of its own: a
+ *   message whose handler fails (a store error, or a defect: a thrown exception) rolls
+ *   back only its own writes and takes the failure path alone, while its neighbours
+ *   commit; its failure is routed by `policy` (`routeFailure`) to a retry tier or, out
+ *   of attempts, to the dead-letter queue;
+ * - if the transaction cannot commit, every one of them failed transiently (or, when the
+ *   database file was lost, the receiver halts).
+ * Never fails; an interruption interrupts.
  */
-export const judge = <R>(handler: Handler<R>) => (incoming: IncomingMessage) =>
+export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy) =>
+(batch: ReadonlyArray<IncomingMessage>): Effect.Effect<ReadonlyArray<Verdict>, never, R | Transaction | Inbox> =>
   Effect.gen(function*() {
-    if (incoming.messageId === undefined || incoming.messageId === "") {
-      return { _tag: "DeadLetter", reason: "no-message-id", detail: "the message has no message_id property" } as Verdict
+    const transaction = yield* Transaction
+    const decoded = batch.map(decode)
+    const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
+    const received = receivable.length === 0 ? Exit.succeed([]) : yield* Effect.exit(transaction.run(
+      Effect.forEach(receivable, ([i, { event, message }]) =>
+        Effect.exit(transaction.run(receiveOne(handler, event, message))).pipe(
+          Effect.flatMap((exit): Effect.Effect<Verdict> => {
+            if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
+            if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
+            const error = Cause.failureOption(exit.cause)
+            return Effect.succeed(
+              Option.isSome(error)
+                ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+                : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
+            )
+          })
+        ))
+    ))
+    if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
+    const verdicts: Array<Verdict> = []
+    let next = 0
+    for (const [i, d] of decoded.entries()) {
+      if (Either.isLeft(d)) {
+        verdicts.push(Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts }))
+      } else if (Exit.isSuccess(received)) {
+        verdicts.push(received.value[next++]!)
+      } else {
+        const error = Cause.failureOption(received.cause)
+        verdicts.push(
+          Option.isSome(error)
+            ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+            : failed(policy, batch[i]!.attempts, classifyDefect(received.cause))
+        )
+      }
     }
-    const decoded = decodeEvent(incoming)
-    if (Either.isLeft(decoded)) {
-      return { _tag: "DeadLetter", reason: decoded.left.reason, detail: decoded.left.detail } as Verdict
-    }
-    if (decoded.right.eventId !== incoming.messageId) {
-      return {
-        _tag: "DeadLetter",
-        reason: "id-mismatch",
-        detail: `message_id ${incoming.messageId} is not the event's event_id ${decoded.right.eventId}`
-      } as Verdict
-    }
-    const message = { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" }
-    return yield* receive(handler, decoded.right, message).pipe(
-      Effect.map((disposition): Verdict => ({ _tag: "Ack", disposition })),
-      Effect.catchTag("PersistenceError", (error) =>
-        Effect.succeed<Verdict>({
-          _tag: error.kind === "lost" ? "Halt" : "Requeue",
-          detail: `${error.operation}: ${describeCause(error.cause)}`
-        }))
-    )
-  })
+    return verdicts
+  }).pipe(Effect.withSpan("Receiver.judgeAll", { attributes: { handler: handler.name, batch: batch.length } }))
+
+/** `judgeAll` for one delivery. */
+export const judge = <R>(handler: Handler<R>, policy: RetryPolicy) => (incoming: IncomingMessage) =>
+  Effect.map(judgeAll(handler, policy)([incoming]), (verdicts) => verdicts[0]!)

@@ -10,12 +10,28 @@ export interface OutboxMessage {
   readonly createdAtMs: number
   /** `null` while pending. */
   readonly publishedAtMs: number | null
+  /** How many times the broker rejected it (returned as unroutable, or nacked). */
+  readonly rejections: number
+  /** The last rejection's reason, `null` if none. */
+  readonly lastError: string | null
+  /** When the relay parked it after too many rejections; `null` if it is not parked. */
+  readonly parkedAtMs: number | null
+}
+
+/** What becomes of a row the broker rejected: publish it again at `retryAtMs`, or park it. */
+export interface Rejection {
+  readonly messageId: string
+  readonly error: string
+  /** `null` parks the row: the relay leaves it until an operator releases it. */
+  readonly retryAtMs: number | null
 }
 
 /** What the outbox holds, for the report and the operator view. */
 export interface OutboxStats {
+  /** Rows to publish, parked ones not included. */
   readonly pending: number
   readonly published: number
+  readonly parked: number
   /** Age in ms of the oldest pending row at `nowMs`, `null` when nothing is pending. */
   readonly oldestPendingAgeMs: number | null
 }
@@ -24,10 +40,15 @@ export interface OutboxStats {
  * The transactional outbox of the API owner's database.
  *
  * Contract: `enqueue` writes inside the caller's `Transaction`, so a message exists iff
- * the business write that caused it committed. `pending` returns unpublished rows oldest
- * first (by `sequence`). A row becomes published only through `markPublished`, which the
- * relay calls after the broker confirmed it; a row whose publish outcome is unknown stays
- * pending and is published again with the same `messageId`.
+ * the business write that caused it committed. `pending(limit, nowMs)` returns rows that
+ * are neither published nor parked and are due (`nowMs` is at or past their next
+ * attempt), oldest first (by `sequence`). A row becomes published only through
+ * `markPublished`, which the relay calls after the broker confirmed it; a row whose
+ * publish outcome is unknown stays pending and is published again with the same
+ * `messageId`. `reject` counts a rejection and either defers the row to a later attempt
+ * or parks it; `parked` lists parked rows oldest first, and `release` makes them pending
+ * and due again with no rejections counted (by id, or all when `messageIds` is "all"),
+ * returning how many it released.
  *
  * The relay lease makes one relay the publisher at a time: `acquireLease(owner, ttlMs,
  * nowMs)` succeeds for `owner` when nobody else holds an unexpired lease, and extends
@@ -35,8 +56,11 @@ export interface OutboxStats {
  */
 export interface OutboxShape {
   readonly enqueue: (envelope: Envelope, createdAtMs: number) => Effect.Effect<void, PersistenceError>
-  readonly pending: (limit: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
+  readonly pending: (limit: number, nowMs: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
   readonly markPublished: (messageIds: ReadonlyArray<string>, atMs: number) => Effect.Effect<void, PersistenceError>
+  readonly reject: (rejections: ReadonlyArray<Rejection>, atMs: number) => Effect.Effect<void, PersistenceError>
+  readonly parked: (limit: number) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
+  readonly release: (messageIds: ReadonlyArray<string> | "all") => Effect.Effect<number, PersistenceError>
   /** `None` when no row has that id; `Some(null)` while pending; `Some(ms)` once published. */
   readonly publishedAt: (messageId: string) => Effect.Effect<Option.Option<number | null>, PersistenceError>
   readonly stats: (nowMs: number) => Effect.Effect<OutboxStats, PersistenceError>

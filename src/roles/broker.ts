@@ -14,7 +14,7 @@ export const declareAtStart = (connectionName: string) =>
     const settings = yield* Settings
     yield* Effect.scoped(
       Effect.flatMap(openConnection(settings.amqpUrl, `${settings.prefix}-${connectionName}`), (connection) =>
-        declareTopology(connection, topologyOf(settings.prefix, settings.queueType)))
+        declareTopology(connection, topologyOf(settings)))
     ).pipe(
       Effect.tapError((error) =>
         error._tag === "BrokerUnavailable"

@@ -1,10 +1,10 @@
 import { Effect, Layer } from "effect"
-import { handlerRequeueDelay, reconnectPolicy, Settings } from "../config.js"
+import { copyRequeueDelay, reconnectPolicy, Settings } from "../config.js"
 import { auditHandler, catalogHandler } from "../app/handlers.js"
-import { type Handler, judge } from "../app/receive.js"
+import { type Handler, judgeAll } from "../app/receive.js"
 import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
-import { namesOf, topologyOf } from "../adapters/amqp/Topology.js"
+import { topologyOf } from "../adapters/amqp/Topology.js"
 import type { Inbox } from "../ports/Inbox.js"
 import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
@@ -12,18 +12,21 @@ import { AuditStores, CatalogStores } from "./databases.js"
 import { declareAtStart } from "./broker.js"
 
 /**
- * A receiver role: consumes `<prefix>.<handler>` on its own consuming connection, runs
- * the handler with its inbox in one transaction, acks after commit, and dead-letters
- * what it can never process through a separate publishing connection.
+ * A receiver role for `handler`: consumes `<prefix>.<handler>` on its own consuming
+ * connection, decides each batch with `judgeAll` (inbox and effect in one transaction,
+ * failures routed by the handler's retry policy), acks after commit, and publishes retry
+ * and dead-letter copies through a separate publishing connection. Needs `Settings`,
+ * `Supervisor`, and the handler's stores with `Transaction` and `Inbox`. Exported so that
+ * a test can run a receiver whose handler misbehaves on purpose.
  */
-const receiverRole = <R>(handler: Handler<R>) =>
+export const receiverRole = <R>(handler: Handler<R>) =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const settings = yield* Settings
-      const names = namesOf(settings.prefix)
-      const topology = topologyOf(settings.prefix, settings.queueType)
+      const topology = topologyOf(settings)
+      const policy = settings.retry[handler.name]
       yield* declareAtStart(`${handler.name}-setup`)
-      const deadLetters = yield* makeAmqpPublisher({
+      const copies = yield* makeAmqpPublisher({
         url: settings.amqpUrl,
         connectionName: `${settings.prefix}-${handler.name}-publisher`,
         topology,
@@ -31,7 +34,7 @@ const receiverRole = <R>(handler: Handler<R>) =>
       })
       const context = yield* Effect.context<R | Transaction | Inbox>()
       const supervisor = yield* Supervisor
-      // Added before the fork, so it runs after the consumer fiber has been interrupted.
+      // Added before the loop starts, so it runs after the consumer fiber has been interrupted.
       yield* Effect.addFinalizer(() => Effect.logInfo("receiver stopped").pipe(Effect.annotateLogs({ role: handler.name })))
       yield* supervisor.supervise(
         handler.name,
@@ -39,13 +42,14 @@ const receiverRole = <R>(handler: Handler<R>) =>
           url: settings.amqpUrl,
           connectionName: `${settings.prefix}-${handler.name}-consumer`,
           topology,
+          prefix: settings.prefix,
           handler: handler.name,
-          queue: names.queue(handler.name),
-          deadQueue: names.deadQueue(handler.name),
+          retryDelays: policy.delays,
           prefetch: settings.prefetch,
-          decide: (incoming) => Effect.provide(judge(handler)(incoming), context),
-          deadLetters,
-          requeueDelay: handlerRequeueDelay,
+          decide: (batch) => Effect.provide(judgeAll(handler, policy)(batch), context),
+          copies,
+          requeueDelay: copyRequeueDelay,
+          maxHandBacks: 3,
           reconnect: reconnectPolicy
         }).pipe(
           Effect.tapError((error) => Effect.logFatal("consumer stopped").pipe(Effect.annotateLogs({ error: error.message }))),
@@ -55,8 +59,8 @@ const receiverRole = <R>(handler: Handler<R>) =>
     })
   )
 
-/** The `catalog` role over `catalog.db`. Needs `Settings`. */
+/** The `catalog` role over `catalog.db`. Needs `Settings` and `Supervisor`. */
 export const CatalogRole = receiverRole(catalogHandler).pipe(Layer.provide(CatalogStores))
 
-/** The `audit` role over `audit.db`. Needs `Settings`. */
+/** The `audit` role over `audit.db`. Needs `Settings` and `Supervisor`. */
 export const AuditRole = receiverRole(auditHandler).pipe(Layer.provide(AuditStores))

@@ -47,16 +47,38 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       const outbox = yield* Outbox
       const envelopes = [1, 2, 3].map((r) => MaterialMother.envelope(MaterialMother.event({ revision: r })))
       for (const [i, e] of envelopes.entries()) yield* outbox.enqueue(e, 1000 + i)
-      const pending = yield* outbox.pending(2)
+      const pending = yield* outbox.pending(2, 0)
       expect(pending.map((m) => m.envelope)).toEqual(envelopes.slice(0, 2))
       expect(pending[0]!.sequence).toBeLessThan(pending[1]!.sequence)
       yield* outbox.markPublished([envelopes[0]!.messageId], 5000)
-      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, oldestPendingAgeMs: 500 })
+      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, parked: 0, oldestPendingAgeMs: 500 })
       expect(yield* outbox.publishedAt(envelopes[0]!.messageId)).toEqual(Option.some(5000))
       expect(yield* outbox.publishedAt(envelopes[1]!.messageId)).toEqual(Option.some(null))
       expect(yield* outbox.publishedAt("nope")).toEqual(Option.none())
       const again = yield* Effect.flip(outbox.enqueue(envelopes[0]!, 9))
       expect(again).toBeInstanceOf(PersistenceError)
+    }).pipe(Effect.provide(api)))
+
+  it.effect("outbox: a rejected row waits for its own next attempt, a parked one until it is released", () =>
+    Effect.gen(function*() {
+      const outbox = yield* Outbox
+      const envelopes = [1, 2, 3].map((r) => MaterialMother.envelope(MaterialMother.event({ revision: r })))
+      for (const e of envelopes) yield* outbox.enqueue(e, 1000)
+      const [a, b, c] = envelopes.map((e) => e.messageId) as [string, string, string]
+      yield* outbox.reject([{ messageId: a, error: "returned: no route", retryAtMs: 5_000 }, { messageId: b, error: "nacked", retryAtMs: null }], 2_000)
+      expect((yield* outbox.pending(10, 4_999)).map((m) => m.envelope.messageId)).toEqual([c])
+      expect((yield* outbox.pending(10, 5_000)).map((m) => m.envelope.messageId)).toEqual([a, c])
+      const [deferred] = yield* outbox.pending(1, 5_000)
+      expect(deferred).toMatchObject({ rejections: 1, lastError: "returned: no route", parkedAtMs: null })
+      expect((yield* outbox.parked(10)).map((m) => [m.envelope.messageId, m.rejections, m.parkedAtMs, m.lastError])).toEqual([[b, 1, 2_000, "nacked"]])
+      expect(yield* outbox.stats(3_000)).toMatchObject({ pending: 2, parked: 1 })
+      expect(yield* outbox.release(["unknown-id"])).toBe(0)
+      expect(yield* outbox.release([b])).toBe(1)
+      expect(yield* outbox.release("all")).toBe(0)
+      expect((yield* outbox.pending(10, 5_000)).map((m) => [m.envelope.messageId, m.rejections])).toEqual([[a, 1], [b, 0], [c, 0]])
+      yield* outbox.markPublished([a], 6_000)
+      yield* outbox.reject([{ messageId: a, error: "late", retryAtMs: null }], 6_000)
+      expect(yield* outbox.parked(10)).toEqual([])
     }).pipe(Effect.provide(api)))
 
   it.effect("outbox lease: one owner at a time, renewable, free after expiry or release", () =>

@@ -17,7 +17,7 @@ describe("publishMaterial (in memory)", () => {
       expect(accepted).toMatchObject({ status: "pending", replayed: false, revision: 1 })
       const latest = yield* Effect.flatMap(MaterialStore, (m) => m.latest("guides/quorum-queues"))
       expect(Option.getOrThrow(latest)).toMatchObject({ revision: 1, eventId: accepted.eventId })
-      const [row] = yield* Effect.flatMap(Outbox, (o) => o.pending(10))
+      const [row] = yield* Effect.flatMap(Outbox, (o) => o.pending(10, 0))
       expect(row?.envelope).toMatchObject({ messageId: accepted.eventId, correlationId: accepted.requestId, type: "material.published.v1" })
       expect(JSON.parse(row!.envelope.body)).not.toHaveProperty("body")
     }).pipe(Effect.provide(ApiMemory)))

@@ -1,11 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Context, Duration, Effect, Option } from "effect"
+import type { RetryPolicy } from "../../src/app/failures.js"
 import { auditHandler, catalogHandler } from "../../src/app/handlers.js"
-import { type IncomingMessage, judge, receive } from "../../src/app/receive.js"
+import { type IncomingMessage, judge, judgeAll, receive, Verdict } from "../../src/app/receive.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
 import { Inbox } from "../../src/ports/Inbox.js"
+import { Transaction } from "../../src/ports/Transaction.js"
 import { ReceiverMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -53,32 +55,121 @@ describe("the inbox", () => {
       expect(yield* deliver(auditHandler, event)).toBe("applied")
     }).pipe(Effect.provide(ReceiverMemory)))
 
-  it.effect("a failing effect leaves no receipt, so the redelivery applies it", () =>
+  it.effect("a failing effect leaves no receipt, so the retry applies it", () =>
     Effect.gen(function*() {
       const event = MaterialMother.event()
       const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "locked" })) }
-      const verdict = yield* judge(failing)(MaterialMother.incoming(event))
-      expect(verdict._tag).toBe("Requeue")
+      const verdict = yield* judge(failing, policy)(MaterialMother.incoming(event))
+      expect(verdict).toMatchObject({ _tag: "Retry", tier: 0, attempts: 1, failure: { _tag: "TransientFailure", errorTag: "PersistenceError.unavailable" } })
       expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", event.eventId)))).toBe(true)
       expect(yield* deliver(auditHandler, event)).toBe("applied")
     }).pipe(Effect.provide(ReceiverMemory)))
 })
 
+const policy: RetryPolicy = { delays: [Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)], maxAttempts: 5 }
+
 describe("judge", () => {
   const incoming = (overrides: Partial<IncomingMessage>) => MaterialMother.incoming(MaterialMother.event(), overrides)
 
-  it.effect("sends undecodable and unknown-version messages to the dead-letter queue with the reason", () =>
+  it.effect("dead-letters undecodable, unknown-version and id-less messages at once as incompatible, naming why", () =>
     Effect.gen(function*() {
-      expect(yield* judge(catalogHandler)(incoming({ body: Buffer.from("{") }))).toMatchObject({ _tag: "DeadLetter", reason: "bad-body" })
-      expect(yield* judge(catalogHandler)(incoming({ schemaVersion: 7 }))).toMatchObject({ _tag: "DeadLetter", reason: "unknown-version" })
-      expect(yield* judge(catalogHandler)(incoming({ messageId: undefined }))).toMatchObject({ _tag: "DeadLetter", reason: "no-message-id" })
-      expect(yield* judge(catalogHandler)(incoming({ messageId: "another-id" }))).toMatchObject({ _tag: "DeadLetter", reason: "id-mismatch" })
+      const cases = [
+        [{ body: Buffer.from("{") }, "UndecodableMessage.bad-body"],
+        [{ schemaVersion: 7 }, "UndecodableMessage.unknown-version"],
+        [{ messageId: undefined }, "UndecodableMessage.no-message-id"],
+        [{ messageId: "another-id" }, "UndecodableMessage.id-mismatch"],
+        [{ contentType: "text/plain" }, "UndecodableMessage.bad-content-type"],
+        [{ type: "material.published.v2" }, "UndecodableMessage.unknown-type"],
+        [{ body: Buffer.alloc(0) }, "UndecodableMessage.bad-body"]
+      ] as const
+      for (const [overrides, errorTag] of cases) {
+        expect(yield* judge(catalogHandler, policy)(incoming({ ...overrides, attempts: 2 }))).toMatchObject({
+          _tag: "DeadLetter",
+          reason: "incompatible",
+          attempts: 2,
+          failure: { _tag: "IncompatibleMessage", errorTag }
+        })
+      }
       expect(yield* Effect.flatMap(CatalogStore, (c) => c.count)).toBe(0)
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("acks a valid message with its disposition", () =>
     Effect.gen(function*() {
-      expect(yield* judge(catalogHandler)(incoming({}))).toEqual({ _tag: "Ack", disposition: "applied" })
+      expect(yield* judge(catalogHandler, policy)(incoming({}))).toEqual(Verdict.Ack({ disposition: "applied" }))
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a handler that throws is a permanent failure of that message, retried like any other", () =>
+    Effect.gen(function*() {
+      const buggy = { ...catalogHandler, apply: () => Effect.sync((): "applied" => { throw new TypeError("cannot read 'title' of undefined") }) }
+      expect(yield* judge(buggy, policy)(incoming({ attempts: 1 }))).toMatchObject({
+        _tag: "Retry",
+        tier: 1,
+        attempts: 2,
+        failure: { _tag: "PermanentFailure", errorTag: "Defect.TypeError", detail: "cannot read 'title' of undefined" }
+      })
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a constraint violation is permanent; a busy store is transient", () =>
+    Effect.gen(function*() {
+      const failingWith = (kind: "constraint" | "unavailable") => ({
+        ...auditHandler,
+        apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind, cause: "x" }))
+      })
+      expect(yield* judge(failingWith("constraint"), policy)(incoming({}))).toMatchObject({ failure: { _tag: "PermanentFailure" } })
+      expect(yield* judge(failingWith("unavailable"), policy)(incoming({}))).toMatchObject({ failure: { _tag: "TransientFailure" } })
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("the last allowed attempt's failure dead-letters the message as exhausted", () =>
+    Effect.gen(function*() {
+      const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "x" })) }
+      expect(yield* judge(failing, policy)(incoming({ attempts: 3 }))).toMatchObject({ _tag: "Retry", tier: 2, attempts: 4 })
+      expect(yield* judge(failing, policy)(incoming({ attempts: 4 }))).toMatchObject({ _tag: "DeadLetter", reason: "exhausted", attempts: 5 })
+      expect(yield* judge(failing, policy)(incoming({ attempts: 9 }))).toMatchObject({ _tag: "DeadLetter", reason: "exhausted", attempts: 10 })
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a lost database file halts the receiver instead of retrying", () =>
+    Effect.gen(function*() {
+      const lost = { ...catalogHandler, apply: () => Effect.fail(new PersistenceError({ operation: "catalog.put", kind: "lost", cause: "removed" })) }
+      expect(yield* judge(lost, policy)(incoming({}))).toMatchObject({ _tag: "Halt" })
     }).pipe(Effect.provide(ReceiverMemory)))
 })
 
+describe("group commit (judgeAll)", () => {
+  it.effect("a poison message in a batch neither loses nor double-applies its neighbours", () =>
+    Effect.gen(function*() {
+      const events = [1, 2, 3, 4].map((revision) => MaterialMother.event({ materialId: `batch/m${revision}`, revision }))
+      const poisoned = events[2]!.eventId
+      const picky = {
+        ...auditHandler,
+        apply: (event: typeof events[number], message: { messageId: string; correlationId: string }) =>
+          event.eventId === poisoned ? Effect.die(new Error("bug on this one")) : auditHandler.apply(event, message)
+      }
+      const batch = [...events.map((e) => MaterialMother.incoming(e)), MaterialMother.incoming(events[0]!)]
+      const verdicts = yield* judgeAll(picky, policy)(batch)
+      expect(verdicts.map((v) => v._tag === "Ack" ? v.disposition : v._tag)).toEqual(["applied", "applied", "Retry", "applied", "duplicate"])
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(3)
+      expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", poisoned)))).toBe(true)
+      // The retry applies it once; the others are duplicates now.
+      const again = yield* judgeAll(auditHandler, policy)(events.map((e) => MaterialMother.incoming(e)))
+      expect(again.map((v) => v._tag === "Ack" && v.disposition)).toEqual(["duplicate", "duplicate", "applied", "duplicate"])
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(4)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a transaction that cannot commit fails every message of the batch transiently, and keeps nothing", () =>
+    Effect.gen(function*() {
+      const events = [1, 2].map((revision) => MaterialMother.event({ revision }))
+      const verdicts = yield* judgeAll(auditHandler, policy)(events.map((e) => MaterialMother.incoming(e))).pipe(
+        Effect.provideServiceEffect(Transaction, Effect.map(Transaction, (t) => ({
+          run: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+            Effect.flatMap(Effect.serviceOption(InTransaction), (inner) =>
+              Option.isSome(inner)
+                ? t.run(effect)
+                : t.run(Effect.zipRight(Effect.provideService(effect, InTransaction, true), Effect.fail(new PersistenceError({ operation: "commit", kind: "unavailable", cause: "disk full" })))))
+        })))
+      )
+      expect(verdicts.map((v) => v._tag)).toEqual(["Retry", "Retry"])
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(0)
+    }).pipe(Effect.provide(ReceiverMemory)))
+})
+
+class InTransaction extends Context.Tag("test/InTransaction")<InTransaction, true>() {}

@@ -7,7 +7,7 @@ import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
-import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
+import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
 import { query, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -58,7 +58,7 @@ describe("relay and topology on the real broker", () => {
       const publisher = yield* makeAmqpPublisher({
         url: redactedUrl,
         connectionName: "dostavka-test-publisher",
-        topology: topologyOf(prefix, "classic"),
+        topology: topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }),
         confirmTimeout: "5 seconds"
       })
       const message = (routingKey: string, id: string) => ({
@@ -87,12 +87,12 @@ describe("relay and topology on the real broker", () => {
       const channel = yield* Effect.promise(() => connection.createChannel())
       yield* Effect.promise(() => channel.assertQueue(`${prefix}.catalog`, { durable: true, arguments: { "x-max-length": 10 } }))
       const error = yield* Effect.flip(Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
-        declareTopology(c, topologyOf(prefix, "classic")))))
+        declareTopology(c, topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler })))))
       expect(error._tag).toBe("TopologyMismatch")
       expect(error).toMatchObject({ object: `queue '${prefix}.catalog'` })
       expect(error.message).toContain("PRECONDITION_FAILED")
       // Declaring again the same way is idempotent for the objects that agree.
       yield* Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
-        declareTopology(c, { ...topologyOf(prefix, "classic"), queues: [], bindings: [] })))
+        declareTopology(c, { ...topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }), queues: [], bindings: [] })))
     }))
 })

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { catalogHandler } from "../../src/app/handlers.js"
-import { judge } from "../../src/app/receive.js"
+import { judge, Verdict } from "../../src/app/receive.js"
 import * as amqp from "amqplib"
 import { toIncoming } from "../../src/adapters/amqp/AmqpConsumer.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
@@ -9,7 +9,7 @@ import { ApiRole } from "../../src/roles/api.js"
 import { CatalogStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
-import { amqpUrl, cleanupTopology, eventually, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
+import { amqpUrl, cleanupTopology, eventually, tempDataDir, testConnection, testRetry, uniquePrefix } from "../support/broker.js"
 import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -75,11 +75,11 @@ describe("end to end on the real broker", () => {
       const channel = yield* Effect.promise(() => dying.createChannel())
       const delivery = yield* Effect.promise(() => channel.get(queue, { noAck: false }))
       if (delivery === false) return expect.unreachable("no delivery")
-      const verdict = yield* judge(catalogHandler)(toIncoming(delivery)).pipe(
+      const verdict = yield* judge(catalogHandler, testRetry)(toIncoming(delivery)).pipe(
         Effect.provide(CatalogStores),
         Effect.provide(settings)
       )
-      expect(verdict).toEqual({ _tag: "Ack", disposition: "applied" })
+      expect(verdict).toEqual(Verdict.Ack({ disposition: "applied" }))
       yield* Effect.promise(() => dying.close())
 
       // The real catalog starts, gets the redelivery, and finds the receipt.

@@ -40,6 +40,7 @@ export const MaterialMother = {
       schemaVersion: envelope.schemaVersion,
       contentType: envelope.contentType,
       body: Buffer.from(envelope.body, "utf8"),
+      attempts: 0,
       ...overrides
     }
   }

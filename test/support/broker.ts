@@ -1,4 +1,6 @@
-import { Effect, Redacted } from "effect"
+import { Duration, Effect, Redacted } from "effect"
+import type { RetryPolicy } from "../../src/app/failures.js"
+import type { HandlerName } from "../../src/domain/HandlerName.js"
 import * as amqp from "amqplib"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -24,16 +26,27 @@ export const testConnection = Effect.acquireRelease(
   (c) => Effect.promise(() => c.close().catch(() => undefined))
 )
 
-/** Deletes every queue and the exchange of `prefix`'s topology when the scope closes. */
-export const cleanupTopology = (prefix: string) =>
+/**
+ * Retry tiers short enough for a test to watch a message go round (0.3 s, then 0.6 s),
+ * and three attempts; `testSettings` uses them unless a test says otherwise.
+ */
+export const testRetry: RetryPolicy = { delays: [Duration.millis(300), Duration.millis(600)], maxAttempts: 3 }
+
+/** `testRetry` for every handler. */
+export const testRetryByHandler: Record<HandlerName, RetryPolicy> = { catalog: testRetry, audit: testRetry }
+
+/**
+ * Deletes every queue and exchange of `prefix`'s topology (with the retry tiers of
+ * `retry`, by default the tests' own) when the scope closes.
+ */
+export const cleanupTopology = (prefix: string, retry: Record<HandlerName, RetryPolicy> = testRetryByHandler, url: string = amqpUrl) =>
   Effect.addFinalizer(() =>
     Effect.promise(async () => {
-      const connection = await amqp.connect(amqpUrl)
+      const connection = await amqp.connect(url)
       const channel = await connection.createChannel()
-      const topology = topologyOf(prefix, "classic")
+      const topology = topologyOf({ prefix, queueType: "classic", retry })
       for (const q of topology.queues) await channel.deleteQueue(q.name)
-      await channel.deleteExchange(topology.exchange.name)
-      await channel.deleteExchange(topology.deadLetterExchange.name)
+      for (const e of topology.exchanges) await channel.deleteExchange(e.name)
       await connection.close()
     }).pipe(Effect.ignore)
   )
@@ -75,3 +88,86 @@ export const hasRabbitmqctl = (() => {
     return false
   }
 })()
+
+const rabbitmqctl = (...args: ReadonlyArray<string>) =>
+  Effect.sync(() => execFileSync("rabbitmqctl", ["-q", ...args], { encoding: "utf8" }))
+
+/**
+ * A vhost of the test's own on the machine's broker, for what must not touch the shared
+ * default vhost (a policy), removed with everything in it when the scope closes. Returns
+ * its name and an AMQP URL into it. Needs `rabbitmqctl` (run as root), as
+ * `closeConnectionsNamed` does.
+ */
+export const testVhost = (name: string) =>
+  Effect.acquireRelease(
+    Effect.gen(function*() {
+      const vhost = `${name}-${randomUUID().slice(0, 8)}`
+      yield* rabbitmqctl("add_vhost", vhost)
+      yield* rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+      return { vhost, url: `${amqpUrl.replace(/\/+$/, "")}/${encodeURIComponent(vhost)}` }
+    }),
+    ({ vhost }) => Effect.ignore(rabbitmqctl("delete_vhost", vhost))
+  )
+
+/** Sets policy `name` in `vhost` on the queues matching `pattern` (RabbitMQ "Policies"). */
+export const setPolicy = (vhost: string, name: string, pattern: string, definition: Record<string, unknown>) =>
+  rabbitmqctl("set_policy", "-p", vhost, "--apply-to", "queues", name, pattern, JSON.stringify(definition))
+
+export const clearPolicy = (vhost: string, name: string) => rabbitmqctl("clear_policy", "-p", vhost, name)
+
+/** Waits until `queue` in `vhost` runs under policy `name` (`set_policy` returns before the queue has it). */
+export const awaitPolicy = (vhost: string, queue: string, name: string | "") =>
+  eventually(
+    Effect.map(rabbitmqctl("list_queues", "-p", vhost, "name", "policy"), (out) =>
+      out.split("\n").map((line) => line.split("\t")).find(([q]) => q === queue)?.[1]?.trim() ?? ""),
+    (policy) => policy === name
+  )
+
+/** Publishes `messages` on a confirm channel of `url` and waits for their confirms. */
+export const publishRaw = (
+  url: string,
+  messages: ReadonlyArray<{ readonly exchange: string; readonly routingKey: string; readonly content: Buffer; readonly options: amqp.Options.Publish }>
+) =>
+  Effect.promise(async () => {
+    const connection = await amqp.connect(url)
+    try {
+      const channel = await connection.createConfirmChannel()
+      for (const m of messages) channel.publish(m.exchange, m.routingKey, m.content, m.options)
+      await channel.waitForConfirms()
+    } finally {
+      await connection.close().catch(() => undefined)
+    }
+  })
+
+/** Every message now on `queue`, read and put back (basic.get, then nack with requeue), oldest first. */
+export const peekQueue = (url: string, queue: string) =>
+  Effect.promise(async () => {
+    const connection = await amqp.connect(url)
+    try {
+      const channel = await connection.createChannel()
+      const { messageCount } = await channel.checkQueue(queue)
+      const messages: Array<amqp.GetMessage> = []
+      for (let i = 0; i < messageCount; i++) {
+        const message = await channel.get(queue, { noAck: false })
+        if (message === false) break
+        messages.push(message)
+      }
+      channel.nackAll(true)
+      await channel.close()
+      return messages
+    } finally {
+      await connection.close().catch(() => undefined)
+    }
+  })
+
+/** How many messages are ready on `queue` now. */
+export const depthOf = (url: string, queue: string) =>
+  Effect.promise(async () => {
+    const connection = await amqp.connect(url)
+    try {
+      const channel = await connection.createChannel()
+      return (await channel.checkQueue(queue)).messageCount
+    } finally {
+      await connection.close().catch(() => undefined)
+    }
+  })

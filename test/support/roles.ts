@@ -6,7 +6,7 @@ import { Settings, type SettingsShape } from "../../src/config.js"
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { Supervisor } from "../../src/ports/Supervisor.js"
-import { redactedUrl } from "./broker.js"
+import { redactedUrl, testRetryByHandler } from "./broker.js"
 
 /** Settings for one integration test: its own prefix and data dir, a free port, quick polling. */
 export const testSettings = (prefix: string, dataDir: string, overrides: Partial<SettingsShape> = {}) =>
@@ -16,6 +16,7 @@ export const testSettings = (prefix: string, dataDir: string, overrides: Partial
     dataDir,
     httpPort: 0,
     relayPollInterval: Duration.millis(20),
+    retry: testRetryByHandler,
     ...overrides
   })
 

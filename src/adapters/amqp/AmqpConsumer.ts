@@ -1,11 +1,14 @@
-import { Data, Deferred, Duration, Effect, Queue, Redacted, Schedule } from "effect"
+import { Chunk, Clock, Data, Deferred, Duration, Effect, Queue, type Redacted, type Schedule } from "effect"
 import type { ConsumeMessage, Message } from "amqplib"
-import { randomUUID } from "node:crypto"
-import { SchemaVersionHeader } from "../../domain/Envelope.js"
+import type { HandlerName } from "../../domain/HandlerName.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
-import type { AmqpPublisher } from "./AmqpPublisher.js"
+import { describeCause } from "../../domain/errors.js"
+import { SchemaVersionHeader } from "../../domain/Envelope.js"
+import { type PublishOutcome, Rejected } from "../../ports/EventBus.js"
 import { BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
-import { declareTopology, type Topology } from "./Topology.js"
+import type { AmqpPublisher, RawPublish } from "./AmqpPublisher.js"
+import { attemptsOf, deadCopy, retryCopy } from "./FailureHeaders.js"
+import { declareTopology, HandlerRoutes, namesOf, type Topology } from "./Topology.js"
 
 /** The receiver stopped consuming because going on would lose what it applies (see the `Halt` verdict). */
 export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonly detail: string }> {
@@ -14,67 +17,82 @@ export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonl
   }
 }
 
-/** Headers the kit adds to a dead-lettered copy; the body and the original properties stay as they were. */
-export const DeadLetterHeaders = {
-  reason: "x-dostavka-reason",
-  error: "x-dostavka-error",
-  handler: "x-dostavka-handler",
-  deadAt: "x-dostavka-dead-at",
-  originalExchange: "x-dostavka-original-exchange",
-  originalRoutingKey: "x-dostavka-original-routing-key",
-  originalExpiration: "x-dostavka-original-expiration"
-} as const
-
 export interface ConsumerOptions<R> {
   readonly url: Redacted.Redacted<string>
   readonly connectionName: string
   readonly topology: Topology
-  readonly handler: string
-  readonly queue: string
-  readonly deadQueue: string
-  /** Unacked deliveries the broker may push to this consumer (basic.qos, per consumer). */
+  readonly prefix: string
+  readonly handler: HandlerName
+  /** The handler's retry delays; a `Retry` verdict's tier indexes them. */
+  readonly retryDelays: ReadonlyArray<Duration.Duration>
+  /** Unacked deliveries the broker may push to this consumer (basic.qos, per consumer); also the largest batch. */
   readonly prefetch: number
-  readonly decide: (incoming: IncomingMessage) => Effect.Effect<Verdict, never, R>
-  /** Publishes dead-lettered copies; on the receiver's publishing connection, not this one. */
-  readonly deadLetters: AmqpPublisher
+  /** Decides a batch of deliveries, one verdict each, in order (`judgeAll`). */
+  readonly decide: (batch: ReadonlyArray<IncomingMessage>) => Effect.Effect<ReadonlyArray<Verdict>, never, R>
+  /** Publishes retry and dead-letter copies, on the receiver's publishing connection, not this one. */
+  readonly copies: AmqpPublisher
+  /** How long to wait before handing back a message whose copy had an unknown outcome. */
   readonly requeueDelay: Duration.DurationInput
+  /** Times a message may be handed back because its copy's outcome was unknown, before it is rejected to the dead-letter exchange. */
+  readonly maxHandBacks: number
   readonly reconnect: Schedule.Schedule<unknown, unknown>
 }
 
-/** What the use case needs of a delivery: the properties the kit sets, and the body's bytes, decoded later and strictly. */
+/** What the use case needs of a delivery: the properties the kit sets, the body's bytes (decoded later, strictly), its failed attempts. */
 export const toIncoming = (message: Message): IncomingMessage => ({
   messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
   correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
   type: typeof message.properties.type === "string" ? message.properties.type : undefined,
   schemaVersion: message.properties.headers?.[SchemaVersionHeader],
   contentType: typeof message.properties.contentType === "string" ? message.properties.contentType : undefined,
-  body: message.content
+  body: message.content,
+  attempts: attemptsOf(message.properties)
 })
 
+/** How one delivery of a batch is settled once its verdict and its copy's outcome are known. */
+type Settlement = "ack" | "reject" | "hand-back"
+
 /**
- * Consumes `queue` with manual acks until interrupted, reconnecting by `reconnect` when
- * the connection or channel is lost (topology declared again, consumer registered again).
+ * Consumes the handler's queue with manual acks until interrupted, reconnecting by
+ * `reconnect` when the connection or channel is lost (topology declared again, consumer
+ * registered again).
  *
- * Each delivery is decided by `decide` and then: `Ack` → basic.ack; `DeadLetter` → a copy
- * (same body and properties, plus the `x-dostavka-*` headers) is published to
- * `deadQueue` and confirmed before the original is acked; if the copy is not confirmed
- * for any reason, the original is rejected without requeue, and the queue's dead-letter
- * exchange puts it on the same dead queue; `Requeue` → basic.nack with
- * requeue after `requeueDelay`. A delivery tag is only ever acked on the channel that
- * delivered it, and only while that channel is open; after a loss the broker redelivers.
- * Deliveries are processed one at a time in arrival order; on interruption the one in
- * progress finishes (and is acked) before the consumer is cancelled and the channel
- * closed. Fails with `TopologyMismatch`, or `ReceiverHalted` on a `Halt` verdict (the
- * message is left unsettled).
+ * Deliveries are taken in batches of what has arrived (at most `prefetch`), in arrival
+ * order, and decided by `decide` (one transaction for the batch). Then:
+ * - `Ack` → acked;
+ * - `Retry` / `DeadLetter` → a copy goes to the handler's exchange (routing key
+ *   `retry.<tier>` or `dead`, `FailureHeaders`), all of a batch's copies in flight at
+ *   once with publisher confirms, and the original is acked only once its copy is
+ *   confirmed. A copy the broker refuses (returned, nacked, or refused by amqplib) will
+ *   not be taken later either: the original is rejected without requeue, and the queue's
+ *   own dead-letter exchange puts it on the dead queue. A copy whose outcome is unknown
+ *   (no confirm, the publishing connection lost) hands the original back after
+ *   `requeueDelay`, at most `maxHandBacks` times per message, then rejects it the same
+ *   way: no message is redelivered forever by the kit;
+ * - `Halt` → nothing of the batch is settled, and the consumer fails with
+ *   `ReceiverHalted`; closing the channel returns the messages to the queue.
+ * Acks go out after the rest is settled, as one `basic.ack` with `multiple` set. A
+ * delivery tag is only ever settled on the channel that delivered it, and only while
+ * that channel is open; after a loss the broker redelivers. A defect while deciding (a
+ * bug outside any handler) hands the batch back like an unknown outcome. On interruption
+ * the batch in progress finishes before the consumer is cancelled and the channel
+ * closed. Only amqplib's own failures count as a lost broker. Fails with
+ * `TopologyMismatch` or `ReceiverHalted`.
  */
 export const runConsumer = <R>(options: ConsumerOptions<R>) => {
+  const names = namesOf(options.prefix)
+  const queue = names.queue(options.handler)
+  const exchange = names.handlerExchange(options.handler)
+  // Hand-backs per message id, across sessions; cleared when the message is settled for good.
+  const handBacks = new Map<string, number>()
+
   const session = Effect.scoped(Effect.gen(function*() {
     const connection = yield* openConnection(options.url, options.connectionName)
     yield* declareTopology(connection, options.topology)
     const channel = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => connection.createChannel(),
-        catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${String(cause)}` })
+        catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${describeCause(cause)}` })
       }),
       (ch) => closeQuietly(() => ch.close())
     )
@@ -90,132 +108,176 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
 
     yield* Effect.tryPromise({
       try: () => channel.prefetch(options.prefetch, false),
-      catch: (cause) => new BrokerUnavailable({ detail: `basic.qos: ${String(cause)}` })
+      catch: (cause) => new BrokerUnavailable({ detail: `basic.qos: ${describeCause(cause)}` })
     })
     const mailbox = yield* Queue.unbounded<ConsumeMessage>()
     const { consumerTag } = yield* Effect.tryPromise({
       try: () =>
-        channel.consume(options.queue, (message) => {
+        channel.consume(queue, (message) => {
           if (message === null) onLost("consumer cancelled by the broker")()
           else mailbox.unsafeOffer(message)
         }, { noAck: false }),
-      catch: (cause) => new BrokerUnavailable({ detail: `basic.consume on '${options.queue}': ${String(cause)}` })
+      catch: (cause) => new BrokerUnavailable({ detail: `basic.consume on '${queue}': ${describeCause(cause)}` })
     })
     // Runs before the channel's release: stop deliveries first, so a shutdown leaves
     // nothing half-processed; unacked prefetched messages return to the queue on close.
-    yield* Effect.addFinalizer(() =>
-      open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void
-    )
-    yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue: options.queue, prefetch: options.prefetch }))
+    yield* Effect.addFinalizer(() => open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void)
+    yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue, prefetch: options.prefetch }))
 
-    const settle = (message: ConsumeMessage, verdict: Verdict) =>
+    /** Settles on this channel while it is open; amqplib throws on a closed one, and then the broker redelivers anyway. */
+    const settle = (message: Message, how: Settlement | "ack-up-to") => {
+      if (!open) return
+      try {
+        if (how === "ack") channel.ack(message)
+        else if (how === "ack-up-to") channel.ack(message, true)
+        else channel.nack(message, false, how === "hand-back")
+      } catch {
+        open = false
+      }
+    }
+
+    const copyOf = (message: Message, verdict: Verdict, nowMs: number): RawPublish | undefined => {
+      switch (verdict._tag) {
+        case "Retry":
+          return retryCopy(
+            message,
+            { handler: options.handler, failure: verdict.failure, attempts: verdict.attempts, nowMs },
+            exchange,
+            HandlerRoutes.retry(options.retryDelays[verdict.tier]!)
+          )
+        case "DeadLetter":
+          return deadCopy(
+            message,
+            { handler: options.handler, failure: verdict.failure, attempts: verdict.attempts, nowMs, reason: verdict.reason },
+            exchange,
+            HandlerRoutes.dead
+          )
+        default:
+          return undefined
+      }
+    }
+
+    const keyOf = (message: Message) =>
+      typeof message.properties.messageId === "string" ? message.properties.messageId : `tag:${message.fields.deliveryTag}`
+
+    /** Hands a message back, unless it was handed back `maxHandBacks` times already: then it is rejected. */
+    const handBackOrReject = (message: Message): Settlement => {
+      const key = keyOf(message)
+      const count = (handBacks.get(key) ?? 0) + 1
+      if (handBacks.size > 10_000) handBacks.clear()
+      handBacks.set(key, count)
+      return count > options.maxHandBacks ? "reject" : "hand-back"
+    }
+
+    /** Settlement of a delivery whose copy ended in `outcome`. */
+    const afterCopy = (message: Message, outcome: PublishOutcome): Settlement =>
+      outcome._tag === "Confirmed" ? "ack" : outcome._tag === "Rejected" ? "reject" : handBackOrReject(message)
+
+    const logVerdict = (message: Message, verdict: Verdict, settlement: Settlement, outcome: PublishOutcome | undefined) => {
+      const annotations = {
+        handler: options.handler,
+        messageId: String(message.properties.messageId),
+        deliveryTag: message.fields.deliveryTag,
+        redelivered: message.fields.redelivered
+      }
+      if (verdict._tag === "Retry") {
+        return Effect.logWarning("handler failed; retrying later").pipe(Effect.annotateLogs({
+          ...annotations,
+          attempt: verdict.attempts,
+          retryIn: Duration.format(verdict.delay),
+          errorTag: `${verdict.failure._tag}/${verdict.failure.errorTag}`,
+          error: verdict.failure.detail,
+          ...(settlement === "ack" ? {} : { copy: outcome?._tag, settlement })
+        }))
+      }
+      if (verdict._tag === "DeadLetter") {
+        return Effect.logWarning("dead-lettered").pipe(Effect.annotateLogs({
+          ...annotations,
+          reason: verdict.reason,
+          attempts: verdict.attempts,
+          errorTag: `${verdict.failure._tag}/${verdict.failure.errorTag}`,
+          error: verdict.failure.detail,
+          ...(settlement === "ack" ? {} : { copy: outcome?._tag, settlement })
+        }))
+      }
+      return Effect.void
+    }
+
+    const processBatch = (batch: ReadonlyArray<ConsumeMessage>) =>
       Effect.gen(function*() {
-        switch (verdict._tag) {
-          case "Ack":
-            if (open) channel.ack(message)
-            return
-          case "DeadLetter": {
-            const [outcome] = yield* options.deadLetters.publish([deadLetterCopy(message, verdict, options)])
-            if (outcome?._tag === "Confirmed") {
-              yield* Effect.logWarning("dead-lettered").pipe(Effect.annotateLogs({ reason: verdict.reason, detail: verdict.detail }))
-              if (open) channel.ack(message)
-            } else {
-              // The copy cannot be written, whatever the reason: refused by amqplib (headers
-              // over 64 KiB, nesting it cannot encode), over the broker's frame_max, nacked,
-              // or not confirmed. Handing the message back would bring it here again, maybe
-              // forever; rejecting it lets the broker dead-letter it through the queue's own
-              // dead-letter exchange onto the same dead queue, with its x-death header.
-              yield* Effect.logError("dead-letter copy not written; rejecting the original to the queue's dead-letter exchange").pipe(
-                Effect.annotateLogs({ reason: verdict.reason, outcome: outcome?._tag, detail: outcome?.detail })
-              )
-              if (open) channel.nack(message, false, false)
-            }
-            return
-          }
-          case "Halt":
-            return yield* new ReceiverHalted({ detail: verdict.detail })
-          case "Requeue":
-            yield* Effect.logWarning("handler failed; handing the message back").pipe(
-              Effect.annotateLogs({ detail: verdict.detail })
-            )
-            yield* Effect.sleep(options.requeueDelay)
-            if (open) channel.nack(message, false, true)
-        }
-      })
+        const verdicts = yield* options.decide(batch.map(toIncoming)).pipe(
+          Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
+          Effect.catchAllDefect((defect) =>
+            Effect.as(
+              Effect.logError("deciding a batch failed; handing it back").pipe(Effect.annotateLogs({ error: describeCause(defect) })),
+              batch.map(() => undefined)
+            ))
+        )
+        const halt = verdicts.find((v) => v?._tag === "Halt")
+        if (halt?._tag === "Halt") return yield* new ReceiverHalted({ detail: halt.detail })
 
-    const processOne = (message: ConsumeMessage) =>
-      options.decide(toIncoming(message)).pipe(
-        Effect.flatMap((verdict) => settle(message, verdict)),
-        Effect.annotateLogs({
-          handler: options.handler,
-          messageId: String(message.properties.messageId),
-          deliveryTag: message.fields.deliveryTag,
-          redelivered: message.fields.redelivered
-        }),
-        Effect.uninterruptible
-      )
+        const nowMs = yield* Clock.currentTimeMillis
+        const copies: Array<readonly [number, RawPublish]> = []
+        const outcomeOf = new Map<number, PublishOutcome>()
+        for (const [i, message] of batch.entries()) {
+          const verdict = verdicts[i]
+          if (verdict === undefined) continue
+          try {
+            const copy = copyOf(message, verdict, nowMs)
+            if (copy !== undefined) copies.push([i, copy])
+          } catch (cause) {
+            // A copy we cannot even build is one the broker could never take either.
+            outcomeOf.set(i, new Rejected({ reason: "refused", detail: `building the copy: ${describeCause(cause)}` }))
+          }
+        }
+        const outcomes = copies.length === 0 ? [] : yield* options.copies.publish(copies.map(([, copy]) => copy))
+        copies.forEach(([i], k) => outcomeOf.set(i, outcomes[k]!))
+
+        const settlements = batch.map((message, i): Settlement => {
+          const verdict = verdicts[i]
+          if (verdict === undefined) return handBackOrReject(message)
+          if (verdict._tag === "Ack") return "ack"
+          return afterCopy(message, outcomeOf.get(i)!)
+        })
+        for (const [i, message] of batch.entries()) {
+          const verdict = verdicts[i]
+          if (verdict !== undefined) yield* logVerdict(message, verdict, settlements[i]!, outcomeOf.get(i))
+          if (settlements[i] === "reject") {
+            yield* Effect.logError("copy not written; rejecting the message to the queue's dead-letter exchange").pipe(
+              Effect.annotateLogs({ handler: options.handler, messageId: String(message.properties.messageId), copy: outcomeOf.get(i)?._tag ?? "none" })
+            )
+          }
+        }
+        if (settlements.includes("hand-back")) yield* Effect.sleep(options.requeueDelay)
+        let lastAck: Message | undefined
+        for (const [i, message] of batch.entries()) {
+          const settlement = settlements[i]!
+          if (settlement === "ack") lastAck = message
+          else settle(message, settlement)
+          if (settlement !== "hand-back") handBacks.delete(keyOf(message))
+        }
+        // Every other delivery of the batch is settled, and earlier batches were settled
+        // in full, so this acks exactly the batch's remaining deliveries.
+        if (lastAck !== undefined) settle(lastAck, "ack-up-to")
+      }).pipe(Effect.uninterruptible)
 
     const why = yield* Effect.raceFirst(
-      Effect.forever(Effect.flatMap(Queue.take(mailbox), processOne)),
+      Effect.forever(Effect.flatMap(Queue.takeBetween(mailbox, 1, options.prefetch), (chunk) => processBatch(Chunk.toReadonlyArray(chunk)))),
       Deferred.await(lost)
     )
-    yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(
-      Effect.annotateLogs({ queue: options.queue, reason: why })
-    )
+    yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(Effect.annotateLogs({ queue, reason: why }))
   }))
 
   // A session fails only while being established, and is retried by `reconnect`; one
   // that was established ends when its channel is lost, and the next one starts with
   // the policy afresh, so a long healthy connection does not inherit an old backoff.
   const establish = session.pipe(
-    // amqplib throws synchronously from some calls on a channel that is going away; that
-    // is a lost broker to us, not a reason to stop consuming for good.
-    Effect.catchAllDefect((defect) => Effect.fail(new BrokerUnavailable({ detail: `amqplib: ${String(defect)}` }))),
     Effect.tapError((error) =>
-      Effect.logWarning("consumer cannot reach the broker; retrying").pipe(
-        Effect.annotateLogs({ queue: options.queue, error: error.message })
-      )
+      error._tag === "BrokerUnavailable"
+        ? Effect.logWarning("consumer cannot reach the broker; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
+        : Effect.void
     ),
     Effect.retry({ schedule: options.reconnect, while: (error) => error._tag === "BrokerUnavailable" })
   )
   return Effect.forever(establish)
-}
-
-/**
- * The copy of `message` for the handler's dead queue: the same body and basic properties,
- * persistent, plus the `x-dostavka-*` headers. Three properties are not carried over:
- * `expiration` (the copy must not expire; the original value is kept in a header),
- * `user_id` (the broker refuses one that is not the publishing connection's user), and
- * nothing amqplib did not receive.
- */
-const deadLetterCopy = (
-  message: ConsumeMessage,
-  verdict: Extract<Verdict, { _tag: "DeadLetter" }>,
-  options: Pick<ConsumerOptions<never>, "deadQueue" | "handler">
-) => {
-  const { expiration, userId: _, headers, ...rest } = message.properties
-  const properties = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined))
-  const messageId = typeof message.properties.messageId === "string" && message.properties.messageId !== ""
-    ? message.properties.messageId
-    : `dead-${randomUUID()}`
-  return {
-    exchange: "",
-    routingKey: options.deadQueue,
-    content: message.content,
-    options: {
-      ...properties,
-      messageId,
-      persistent: true,
-      headers: {
-        ...headers,
-        [DeadLetterHeaders.reason]: verdict.reason,
-        [DeadLetterHeaders.error]: verdict.detail.slice(0, 4000),
-        [DeadLetterHeaders.handler]: options.handler,
-        [DeadLetterHeaders.deadAt]: new Date().toISOString(),
-        [DeadLetterHeaders.originalExchange]: message.fields.exchange,
-        [DeadLetterHeaders.originalRoutingKey]: message.fields.routingKey,
-        ...(expiration === undefined ? {} : { [DeadLetterHeaders.originalExpiration]: String(expiration) })
-      }
-    }
-  }
 }

@@ -29,7 +29,17 @@ interface Session {
   /** Message ids the broker returned as unroutable; read when their confirm arrives. */
   readonly returned: Set<string>
   open: boolean
+  /** Batches in a row whose every publish was nacked; see `NackedBatchesBeforeReopen`. */
+  nackedBatches: number
 }
+
+/**
+ * After this many batches in a row with every publish nacked, the channel is dropped and
+ * the next batch opens a fresh connection. Seen with quorum queues: after a length limit
+ * with `reject-publish` was lifted, a channel kept getting nacks for minutes while a fresh
+ * one was accepted at once.
+ */
+export const NackedBatchesBeforeReopen = 3
 
 /**
  * A publisher over its own connection and confirm channel (RabbitMQ "Publisher
@@ -41,7 +51,8 @@ interface Session {
  * basic.ack (RabbitMQ sends the return first) → `Rejected(returned)`; amqplib refusing to
  * encode the message → `Rejected(refused)`; no confirm within `confirmTimeout`, or the
  * channel closed first → `Unknown`. After a return the connection is dropped, so the
- * next publish declares the topology again and a deleted queue or binding is repaired.
+ * next publish declares the topology again and a deleted queue or binding is repaired;
+ * after `NackedBatchesBeforeReopen` wholly nacked batches in a row, too.
  */
 export const makeAmqpPublisher = (options: {
   readonly url: Redacted.Redacted<string>
@@ -62,7 +73,7 @@ export const makeAmqpPublisher = (options: {
           try: () => connection.createConfirmChannel(),
           catch: (cause) => new BrokerUnavailable({ detail: `opening a confirm channel: ${String(cause)}` })
         })
-        const next: Session = { scope, channel, returned: new Set(), open: true }
+        const next: Session = { scope, channel, returned: new Set(), open: true, nackedBatches: 0 }
         const lost = () => {
           next.open = false
         }
@@ -137,6 +148,11 @@ export const makeAmqpPublisher = (options: {
           { concurrency: "unbounded" }
         )
         if (outcomes.some((o) => o._tag === "Rejected" && o.reason === "returned")) s.open = false
+        if (outcomes.every((o) => o._tag === "Rejected" && o.reason === "nacked")) {
+          if (++s.nackedBatches >= NackedBatchesBeforeReopen) s.open = false
+        } else if (outcomes.some((o) => o._tag === "Confirmed")) {
+          s.nackedBatches = 0
+        }
         return outcomes
       })
 

@@ -37,7 +37,7 @@ export const EventBusAmqp = (connectionName: string) =>
       const publisher = yield* makeAmqpPublisher({
         url: settings.amqpUrl,
         connectionName: `${settings.prefix}-${connectionName}`,
-        topology: topologyOf(settings.prefix, settings.queueType),
+        topology: topologyOf(settings),
         confirmTimeout: settings.confirmTimeout
       })
       return { publish: (messages) => publisher.publish(messages.map((m) => toPublish(exchange, m))) }

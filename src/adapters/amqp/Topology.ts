@@ -1,11 +1,10 @@
-import { Data, Effect } from "effect"
+import { Data, Duration, Effect } from "effect"
 import type { Channel, ChannelModel } from "amqplib"
+import type { RetryPolicy } from "../../app/failures.js"
+import { type HandlerName, HandlerNames } from "../../domain/HandlerName.js"
 import { MaterialPublishedV1 } from "../../domain/MaterialPublished.js"
 import { BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
 
-/** The handlers this kit runs, each with its own queues. */
-export const HandlerNames = ["catalog", "audit"] as const
-export type HandlerName = (typeof HandlerNames)[number]
 
 export interface ExchangeSpec {
   readonly name: string
@@ -28,60 +27,116 @@ export interface BindingSpec {
 
 /** The whole broker topology as one value: declaring, printing and tests all read it. */
 export interface Topology {
-  /** Where the relay publishes events. */
-  readonly exchange: ExchangeSpec
-  /** Where the broker itself dead-letters a handler queue's messages (see `topologyOf`). */
-  readonly deadLetterExchange: ExchangeSpec
+  readonly exchanges: ReadonlyArray<ExchangeSpec>
   readonly queues: ReadonlyArray<QueueSpec>
   readonly bindings: ReadonlyArray<BindingSpec>
 }
 
+/** A retry tier's name in queue names and routing keys: `1s`, `10s`, `60s`, or `1500ms`. */
+export const tierName = (delay: Duration.Duration): string => {
+  const ms = Math.round(Duration.toMillis(delay))
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+/** Routing keys on a handler's own exchange (`<prefix>.<handler>.dlx`). */
+export const HandlerRoutes = {
+  /** To the handler's queue: a retry whose delay is over, a replay, a redelivery after reconciliation. */
+  redeliver: "redeliver",
+  /** To the handler's dead-letter queue. */
+  dead: "dead",
+  /** To the retry queue of the tier with `delay`. */
+  retry: (delay: Duration.Duration) => `retry.${tierName(delay)}`
+} as const
+
 /** The names every role derives from `DOSTAVKA_PREFIX`. */
 export const namesOf = (prefix: string) => ({
   exchange: `${prefix}.events`,
-  deadLetterExchange: `${prefix}.dead-letter`,
-  queue: (handler: string) => `${prefix}.${handler}`,
-  deadQueue: (handler: string) => `${prefix}.${handler}.dead`
+  queue: (handler: HandlerName) => `${prefix}.${handler}`,
+  deadQueue: (handler: HandlerName) => `${prefix}.${handler}.dead`,
+  handlerExchange: (handler: HandlerName) => `${prefix}.${handler}.dlx`,
+  retryQueue: (handler: HandlerName, delay: Duration.Duration) => `${prefix}.${handler}.retry.${tierName(delay)}`
 })
 
+/** What the topology depends on: the names' prefix, the queue type, and each handler's retry tiers. */
+export interface TopologySettings {
+  readonly prefix: string
+  readonly queueType: "classic" | "quorum"
+  readonly retry: Readonly<Record<HandlerName, RetryPolicy>>
+}
+
 /**
- * The topology for `prefix`:
+ * The topology for `settings`:
  * - `<prefix>.events`, a durable topic exchange the relay publishes to;
- * - per handler, a durable queue `<prefix>.<handler>` bound to it for
- *   `material.published.v1`, and a durable dead-letter queue `<prefix>.<handler>.dead`;
- * - `<prefix>.dead-letter`, a durable direct exchange routing `<prefix>.<handler>.dead`
- *   to that queue. Each handler queue names it as its dead-letter exchange, with its own
- *   dead queue as routing key, so what the broker itself dead-letters (a message the
- *   consumer rejects, or one past a quorum queue's delivery limit, 20 by default on
- *   RabbitMQ 4) lands on that handler's dead queue instead of being dropped.
+ * - per handler `H`:
+ *   - `<prefix>.H`, its queue, bound to the events exchange for `material.published.v1`;
+ *   - `<prefix>.H.dlx`, a durable direct exchange of its own, which is both the queue's
+ *     dead-letter exchange and where the consumer publishes retries and dead copies. It
+ *     routes `dead` to `<prefix>.H.dead`, `retry.<tier>` to `<prefix>.H.retry.<tier>`, and
+ *     `redeliver` back to `<prefix>.H` only, so no other handler ever sees a retry;
+ *   - one retry queue per delay, with that delay as `x-message-ttl`, dead-lettering with
+ *     the routing key `redeliver` into the handler's exchange: a message waits there the
+ *     tier's delay, then returns to `<prefix>.H` (RabbitMQ "Dead Letter Exchanges",
+ *     "Time-To-Live and Expiration"). One TTL per queue keeps expiry in arrival order;
+ *   - `<prefix>.H.dead`, where the consumer puts what it can never process or gave up
+ *     on, and where the broker dead-letters what the queue itself rejects, drops from its
+ *     head on overflow, or delivers past a quorum queue's delivery limit.
  *
- * Queues are `classic` or `quorum` (RabbitMQ "Quorum Queues"). Quorum handler queues
- * dead-letter with `x-dead-letter-strategy: at-least-once`, which needs
- * `x-overflow: reject-publish` (RabbitMQ "Dead Letter Exchanges", at-least-once); classic
- * queues dead-letter at most once. No queue is transient or exclusive: RabbitMQ 4
- * deprecates transient non-exclusive queues.
+ * Queues are `classic` or `quorum` (RabbitMQ "Quorum Queues"). Quorum handler and retry
+ * queues dead-letter with `x-dead-letter-strategy: at-least-once`, which needs
+ * `x-overflow: reject-publish`; a quorum handler queue's `x-delivery-limit` is its
+ * handler's attempt limit plus 20, so that only a consumer that dies again and again on a
+ * message (never the kit's own retries, which ack) reaches it. Classic queues dead-letter
+ * at most once. No queue is transient or exclusive: RabbitMQ 4 deprecates transient
+ * non-exclusive queues.
  */
-export const topologyOf = (prefix: string, queueType: "classic" | "quorum"): Topology => {
+export const topologyOf = (settings: TopologySettings): Topology => {
+  const { prefix, queueType } = settings
   const names = namesOf(prefix)
-  const deadQueue = (name: string): QueueSpec => ({ name, durable: true, arguments: { "x-queue-type": queueType } })
-  const handlerQueue = (handler: string): QueueSpec => ({
-    name: names.queue(handler),
-    durable: true,
-    arguments: {
-      "x-queue-type": queueType,
-      "x-dead-letter-exchange": names.deadLetterExchange,
-      "x-dead-letter-routing-key": names.deadQueue(handler),
-      ...(queueType === "quorum" ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" } : {})
+  const atLeastOnce = queueType === "quorum" ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" } : {}
+  const perHandler = (handler: HandlerName) => {
+    const exchange = names.handlerExchange(handler)
+    const policy = settings.retry[handler]
+    const retryQueues: Array<QueueSpec> = policy.delays.map((delay) => ({
+      name: names.retryQueue(handler, delay),
+      durable: true,
+      arguments: {
+        "x-queue-type": queueType,
+        "x-message-ttl": Math.round(Duration.toMillis(delay)),
+        "x-dead-letter-exchange": exchange,
+        "x-dead-letter-routing-key": HandlerRoutes.redeliver,
+        ...atLeastOnce
+      }
+    }))
+    return {
+      exchange: { name: exchange, type: "direct", durable: true } satisfies ExchangeSpec,
+      queues: [
+        {
+          name: names.queue(handler),
+          durable: true,
+          arguments: {
+            "x-queue-type": queueType,
+            "x-dead-letter-exchange": exchange,
+            "x-dead-letter-routing-key": HandlerRoutes.dead,
+            ...atLeastOnce,
+            ...(queueType === "quorum" ? { "x-delivery-limit": policy.maxAttempts + 20 } : {})
+          }
+        } satisfies QueueSpec,
+        ...retryQueues,
+        { name: names.deadQueue(handler), durable: true, arguments: { "x-queue-type": queueType } } satisfies QueueSpec
+      ],
+      bindings: [
+        { queue: names.queue(handler), exchange: names.exchange, routingKey: MaterialPublishedV1.type },
+        { queue: names.queue(handler), exchange, routingKey: HandlerRoutes.redeliver },
+        ...policy.delays.map((delay) => ({ queue: names.retryQueue(handler, delay), exchange, routingKey: HandlerRoutes.retry(delay) })),
+        { queue: names.deadQueue(handler), exchange, routingKey: HandlerRoutes.dead }
+      ] satisfies Array<BindingSpec>
     }
-  })
+  }
+  const handlers = HandlerNames.map(perHandler)
   return {
-    exchange: { name: names.exchange, type: "topic", durable: true },
-    deadLetterExchange: { name: names.deadLetterExchange, type: "direct", durable: true },
-    queues: HandlerNames.flatMap((h) => [handlerQueue(h), deadQueue(names.deadQueue(h))]),
-    bindings: HandlerNames.flatMap((h) => [
-      { queue: names.queue(h), exchange: names.exchange, routingKey: MaterialPublishedV1.type },
-      { queue: names.deadQueue(h), exchange: names.deadLetterExchange, routingKey: names.deadQueue(h) }
-    ])
+    exchanges: [{ name: names.exchange, type: "topic", durable: true }, ...handlers.map((h) => h.exchange)],
+    queues: handlers.flatMap((h) => h.queues),
+    bindings: handlers.flatMap((h) => h.bindings)
   }
 }
 
@@ -130,7 +185,7 @@ export const declareTopology = (connection: ChannelModel, topology: Topology) =>
     (channel: Channel) =>
       Effect.gen(function*() {
         channel.on("error", () => {})
-        for (const exchange of [topology.exchange, topology.deadLetterExchange]) {
+        for (const exchange of topology.exchanges) {
           yield* declareStep(`exchange '${exchange.name}'`, () =>
             channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable }))
         }

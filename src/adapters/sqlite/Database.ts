@@ -97,6 +97,19 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         )`,
         writeLockTable
       ], { discard: true })
+    ),
+    // A rejected row waits for its own next attempt, so it never holds back the rows
+    // behind it, and is parked after too many rejections.
+    "2_outbox_rejections": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.all([
+        sql`ALTER TABLE outbox ADD COLUMN rejections INTEGER NOT NULL DEFAULT 0`,
+        sql`ALTER TABLE outbox ADD COLUMN next_attempt_at INTEGER NOT NULL DEFAULT 0`,
+        sql`ALTER TABLE outbox ADD COLUMN last_error TEXT`,
+        sql`ALTER TABLE outbox ADD COLUMN parked_at INTEGER`,
+        sql`DROP INDEX outbox_pending`,
+        sql`CREATE INDEX outbox_pending ON outbox (sequence) WHERE published_at IS NULL AND parked_at IS NULL`,
+        sql`CREATE INDEX outbox_parked ON outbox (sequence) WHERE parked_at IS NOT NULL`
+      ], { discard: true })
     )
   },
   catalog: {

@@ -15,6 +15,9 @@ interface OutboxRow {
   readonly body: string
   readonly created_at: number
   readonly published_at: number | null
+  readonly rejections: number
+  readonly last_error: string | null
+  readonly parked_at: number | null
 }
 
 const toMessage = (row: OutboxRow): OutboxMessage => ({
@@ -30,7 +33,10 @@ const toMessage = (row: OutboxRow): OutboxMessage => ({
     body: row.body
   },
   createdAtMs: row.created_at,
-  publishedAtMs: row.published_at
+  publishedAtMs: row.published_at,
+  rejections: row.rejections,
+  lastError: row.last_error,
+  parkedAtMs: row.parked_at
 })
 
 /** The relay lease is one row of `relay_lease`, named after the outbox it guards. */
@@ -56,10 +62,36 @@ export const OutboxSqlite = Layer.effect(
             created_at: createdAtMs
           })
         }`.pipe(Effect.asVoid, persistence("outbox.enqueue")),
-      pending: (limit) =>
-        sql<OutboxRow>`SELECT * FROM outbox WHERE published_at IS NULL ORDER BY sequence LIMIT ${limit}`.pipe(
+      pending: (limit, nowMs) =>
+        sql<OutboxRow>`SELECT * FROM outbox
+          WHERE published_at IS NULL AND parked_at IS NULL AND next_attempt_at <= ${nowMs}
+          ORDER BY sequence LIMIT ${limit}`.pipe(
           Effect.map((rows) => rows.map(toMessage)),
           persistence("outbox.pending")
+        ),
+      reject: (rejections, atMs) =>
+        Effect.forEach(rejections, (r) =>
+          sql`UPDATE outbox SET
+                rejections = rejections + 1,
+                last_error = ${r.error},
+                next_attempt_at = ${r.retryAtMs ?? 0},
+                parked_at = ${r.retryAtMs === null ? atMs : null}
+              WHERE message_id = ${r.messageId} AND published_at IS NULL`, { discard: true }).pipe(persistence("outbox.reject")),
+      parked: (limit) =>
+        sql<OutboxRow>`SELECT * FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY sequence LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map(toMessage)),
+          persistence("outbox.parked")
+        ),
+      release: (messageIds) =>
+        (messageIds === "all"
+          ? sql<{ n: number }>`UPDATE outbox SET parked_at = NULL, rejections = 0, next_attempt_at = 0
+              WHERE parked_at IS NOT NULL AND published_at IS NULL RETURNING 1 AS n`
+          : messageIds.length === 0
+          ? Effect.succeed<ReadonlyArray<{ n: number }>>([])
+          : sql<{ n: number }>`UPDATE outbox SET parked_at = NULL, rejections = 0, next_attempt_at = 0
+              WHERE parked_at IS NOT NULL AND published_at IS NULL AND ${sql.in("message_id", messageIds)} RETURNING 1 AS n`).pipe(
+          Effect.map((rows) => rows.length),
+          persistence("outbox.release")
         ),
       markPublished: (messageIds, atMs) =>
         messageIds.length === 0
@@ -75,15 +107,17 @@ export const OutboxSqlite = Layer.effect(
           persistence("outbox.publishedAt")
         ),
       stats: (nowMs) =>
-        sql<{ pending: number; published: number; oldest: number | null }>`
+        sql<{ pending: number; published: number; parked: number; oldest: number | null }>`
           SELECT
-            COUNT(*) FILTER (WHERE published_at IS NULL)     AS pending,
-            COUNT(*) FILTER (WHERE published_at IS NOT NULL) AS published,
-            MIN(created_at) FILTER (WHERE published_at IS NULL) AS oldest
+            COUNT(*) FILTER (WHERE published_at IS NULL AND parked_at IS NULL)     AS pending,
+            COUNT(*) FILTER (WHERE published_at IS NOT NULL)                       AS published,
+            COUNT(*) FILTER (WHERE published_at IS NULL AND parked_at IS NOT NULL) AS parked,
+            MIN(created_at) FILTER (WHERE published_at IS NULL AND parked_at IS NULL) AS oldest
           FROM outbox`.pipe(
           Effect.map(([row]) => ({
             pending: row?.pending ?? 0,
             published: row?.published ?? 0,
+            parked: row?.parked ?? 0,
             oldestPendingAgeMs: row?.oldest == null ? null : Math.max(0, nowMs - row.oldest)
           })),
           persistence("outbox.stats")

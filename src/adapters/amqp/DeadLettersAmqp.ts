@@ -1,0 +1,196 @@
+import { Effect, Layer } from "effect"
+import type { Channel, GetMessage, Message } from "amqplib"
+import { Settings } from "../../config.js"
+import { describeCause } from "../../domain/errors.js"
+import type { HandlerName } from "../../domain/HandlerName.js"
+import { type DeadLetter, type DeadLetterMove, DeadLetters, type DeadLetterSelection, DeadLettersUnavailable, type DeadReason } from "../../ports/DeadLetters.js"
+import { closeQuietly, openConnection } from "./AmqpConnection.js"
+import { makeAmqpPublisher } from "./AmqpPublisher.js"
+import { KitHeaders, replayCopy } from "./FailureHeaders.js"
+import { HandlerRoutes, namesOf, topologyOf } from "./Topology.js"
+
+/** How many dead letters a replay moves per round of confirms. */
+const ReplayChunk = 500
+
+const text = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
+const isoMs = (value: unknown): number | null => {
+  const ms = typeof value === "string" ? Date.parse(value) : Number.NaN
+  return Number.isNaN(ms) ? null : ms
+}
+/** An AMQP timestamp as amqplib decodes it (`{ "!": "timestamp", value: seconds }`) in ms. */
+const timestampMs = (value: unknown): number | null => {
+  const seconds = typeof value === "object" && value !== null ? (value as { value?: unknown }).value : undefined
+  return typeof seconds === "number" ? seconds * 1000 : null
+}
+const count = (value: unknown): number => (typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : 0)
+
+interface Death {
+  readonly reason?: unknown
+  readonly queue?: unknown
+  readonly time?: unknown
+  readonly count?: unknown
+  readonly exchange?: unknown
+  readonly "routing-keys"?: unknown
+}
+
+/**
+ * A message of a dead queue as an operator sees it. The kit's own dead copies carry their
+ * story in its headers; one the broker dead-lettered by itself (a rejected copy, an
+ * overflow, a delivery limit, an expiry) carries only `x-death`, from which its reason
+ * (`rejected-by-broker`), tag (`x-death/<reason>`), time and origin are taken.
+ */
+export const readDeadLetter = (handler: HandlerName, message: Message): DeadLetter => {
+  const headers = message.properties.headers ?? {}
+  const deaths = Array.isArray(headers["x-death"]) ? (headers["x-death"] as ReadonlyArray<Death>) : []
+  const death = deaths[0]
+  const ours = text(headers[KitHeaders.reason])
+  const reason: DeadReason = ours === "incompatible" || ours === "exhausted" ? ours : "rejected-by-broker"
+  const keys = Array.isArray(death?.["routing-keys"]) ? (death["routing-keys"] as ReadonlyArray<unknown>) : []
+  return {
+    messageId: text(message.properties.messageId) ?? "(none)",
+    handler,
+    reason,
+    errorTag: reason === "rejected-by-broker" && ours === undefined
+      ? `x-death/${text(death?.reason) ?? "unknown"}`
+      : text(headers[KitHeaders.errorTag]) ?? "unknown",
+    error: reason === "rejected-by-broker" && ours === undefined
+      ? `dead-lettered by the broker from ${text(death?.queue) ?? "its queue"} (${text(death?.reason) ?? "no x-death"})`
+      : text(headers[KitHeaders.error]) ?? "",
+    attempts: count(headers[KitHeaders.attempts]),
+    replays: count(headers[KitHeaders.replays]),
+    firstFailureAtMs: isoMs(headers[KitHeaders.firstFailureAt]) ?? timestampMs(death?.time),
+    lastFailureAtMs: isoMs(headers[KitHeaders.lastFailureAt]) ?? timestampMs(death?.time),
+    deadAtMs: isoMs(headers[KitHeaders.deadAt]) ?? timestampMs(death?.time),
+    originalExchange: text(headers[KitHeaders.originalExchange]) ?? text(death?.exchange) ?? null,
+    originalRoutingKey: text(headers[KitHeaders.originalRoutingKey]) ?? text(keys[0]) ?? null,
+    properties: { ...message.properties },
+    body: message.content
+  }
+}
+
+const unavailable = (what: string) => (cause: unknown) => new DeadLettersUnavailable({ detail: `${what}: ${describeCause(cause)}` })
+
+/**
+ * The `DeadLetters` port over amqplib. Each operation opens its own connection (named
+ * `<prefix>-operator`), and reads the dead queue with `basic.get` and manual acks:
+ * what it keeps goes back with `basic.nack` + requeue, which puts classic and quorum
+ * queues' messages back in their place. A replay publishes to the handler's exchange
+ * with the routing key `redeliver` (its queue only), on a confirm channel of its own
+ * publisher, and acks a dead letter only once its copy is confirmed. Needs `Settings`.
+ */
+export const DeadLettersAmqp = Layer.effect(
+  DeadLetters,
+  Effect.gen(function*() {
+    const settings = yield* Settings
+    const names = namesOf(settings.prefix)
+
+    /** Runs `use` with a channel holding the dead queue's messages read so far; everything not acked returns to the queue. */
+    const withDeadQueue = <A>(handler: HandlerName, use: (channel: Channel, queue: string, depth: number) => Effect.Effect<A, DeadLettersUnavailable>) =>
+      Effect.scoped(Effect.gen(function*() {
+        const connection = yield* openConnection(settings.amqpUrl, `${settings.prefix}-operator`).pipe(
+          Effect.mapError((e) => new DeadLettersUnavailable({ detail: e.message }))
+        )
+        const channel = yield* Effect.acquireRelease(
+          Effect.tryPromise({ try: () => connection.createChannel(), catch: unavailable("opening a channel") }),
+          (ch) => closeQuietly(async () => {
+            ch.nackAll(true)
+            await ch.close()
+          })
+        )
+        channel.on("error", () => {})
+        const queue = names.deadQueue(handler)
+        const { messageCount } = yield* Effect.tryPromise({
+          try: () => channel.checkQueue(queue),
+          catch: unavailable(`queue '${queue}' (has the ${handler} role run on this broker and prefix?)`)
+        })
+        return yield* use(channel, queue, messageCount)
+      }))
+
+    /** The next message of the queue, or `undefined` when there is none. */
+    const next = (channel: Channel, queue: string) =>
+      Effect.tryPromise({ try: () => channel.get(queue, { noAck: false }), catch: unavailable(`basic.get on '${queue}'`) }).pipe(
+        Effect.map((m): GetMessage | undefined => (m === false ? undefined : m))
+      )
+
+    const select = (selection: DeadLetterSelection) => (message: Message) =>
+      selection._tag === "All" || selection.ids.includes(String(message.properties.messageId))
+
+    const notFound = (selection: DeadLetterSelection, seen: ReadonlyArray<string>) =>
+      selection._tag === "All" ? [] : selection.ids.filter((id) => !seen.includes(id))
+
+    return DeadLetters.of({
+      list: (handler, limit) =>
+        withDeadQueue(handler, (channel, queue, depth) =>
+          Effect.gen(function*() {
+            const letters: Array<DeadLetter> = []
+            while (letters.length < Math.min(limit, depth)) {
+              const message = yield* next(channel, queue)
+              if (message === undefined) break
+              letters.push(readDeadLetter(handler, message))
+            }
+            return letters
+          })),
+
+      replay: (handler, selection, { dryRun }) =>
+        Effect.scoped(Effect.gen(function*() {
+          const publisher = yield* makeAmqpPublisher({
+            url: settings.amqpUrl,
+            connectionName: `${settings.prefix}-operator-publisher`,
+            topology: topologyOf(settings),
+            confirmTimeout: settings.confirmTimeout
+          })
+          const exchange = names.handlerExchange(handler)
+          return yield* withDeadQueue(handler, (channel, queue, depth) =>
+            Effect.gen(function*() {
+              const seen: Array<string> = []
+              const moved: Array<string> = []
+              const failed: Array<string> = []
+              let chunk: Array<GetMessage> = []
+              const flush = Effect.gen(function*() {
+                if (chunk.length === 0) return
+                const outcomes = yield* publisher.publish(chunk.map((m) => replayCopy(m, exchange, HandlerRoutes.redeliver)))
+                for (const [i, message] of chunk.entries()) {
+                  const id = String(message.properties.messageId)
+                  if (outcomes[i]?._tag === "Confirmed") {
+                    channel.ack(message)
+                    moved.push(id)
+                  } else {
+                    failed.push(id)
+                  }
+                }
+                chunk = []
+              })
+              for (let read = 0; read < depth; read++) {
+                const message = yield* next(channel, queue)
+                if (message === undefined) break
+                seen.push(String(message.properties.messageId))
+                if (!select(selection)(message)) continue
+                if (dryRun) moved.push(String(message.properties.messageId))
+                else chunk.push(message)
+                if (chunk.length >= ReplayChunk) yield* flush
+              }
+              yield* flush
+              return { moved, failed, notFound: notFound(selection, seen) } satisfies DeadLetterMove
+            }))
+        }).pipe(Effect.mapError((e) => (e._tag === "DeadLettersUnavailable" ? e : new DeadLettersUnavailable({ detail: e.message }))))),
+
+      purge: (handler, selection) =>
+        withDeadQueue(handler, (channel, queue, depth) =>
+          Effect.gen(function*() {
+            const seen: Array<string> = []
+            const moved: Array<string> = []
+            for (let read = 0; read < depth; read++) {
+              const message = yield* next(channel, queue)
+              if (message === undefined) break
+              const id = String(message.properties.messageId)
+              seen.push(id)
+              if (select(selection)(message)) {
+                channel.ack(message)
+                moved.push(id)
+              }
+            }
+            return { moved, failed: [], notFound: notFound(selection, seen) } satisfies DeadLetterMove
+          }))
+    })
+  })
+)
