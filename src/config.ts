@@ -1,27 +1,35 @@
-import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, Option, Redacted, Schedule } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, LogLevel, Option, Redacted, Schedule } from "effect"
 import type { HandlerName } from "./domain/HandlerName.js"
 import type { RetryPolicy } from "./app/failures.js"
 
 /**
- * Every setting of the kit, read from the environment. Names and defaults:
+ * Every setting of the kit, read from the environment through `Config`. Names, defaults
+ * and accepted values:
  *
  * | env | default | meaning |
  * |---|---|---|
- * | DOSTAVKA_AMQP_URL | amqp://guest:guest@127.0.0.1:5672 | broker URL; redacted in every log |
- * | DOSTAVKA_HTTP_PORT | 8080 | publication API port, always bound to 127.0.0.1 |
+ * | DOSTAVKA_AMQP_URL | amqp://guest:guest@127.0.0.1:5672 | broker URL (amqp: or amqps:); redacted in every log |
+ * | DOSTAVKA_HTTP_PORT | 8080 | publication API port (1–65535), always bound to 127.0.0.1 |
  * | DOSTAVKA_DATA_DIR | ./var | folder of the SQLite files api.db, catalog.db, audit.db |
  * | DOSTAVKA_PREFIX | dostavka | prefix of every exchange and queue name |
  * | DOSTAVKA_QUEUE_TYPE | classic | `classic` or `quorum` for the handler queues |
- * | DOSTAVKA_PREFETCH | 50 | unacked deliveries per consumer (basic.qos, per consumer) |
- * | DOSTAVKA_RELAY_WINDOW | 100 | publishes in flight before the relay waits for confirms |
+ * | DOSTAVKA_PREFETCH | 50 | unacked deliveries per consumer (basic.qos, per consumer), 1–65535 |
+ * | DOSTAVKA_RELAY_WINDOW | 100 | publishes in flight before the relay waits for confirms, 1–10000 |
  * | DOSTAVKA_RELAY_POLL_MS | 100 | how often a relay looks at the outbox when nobody rang |
  * | DOSTAVKA_CONFIRM_TIMEOUT_MS | 5000 | after this a publish's outcome is Unknown |
- * | DOSTAVKA_RELAY_LEASE_MS | 15000 | a dead relay's lease expires after this; keep it above the confirm timeout |
+ * | DOSTAVKA_RELAY_LEASE_MS | 15000 | a dead relay's lease expires after this; must exceed the confirm timeout |
  * | DOSTAVKA_DB_BUSY_TIMEOUT_MS | 5000 | how long a write waits for a SQLite lock another connection holds |
+ * | DOSTAVKA_CONNECT_TIMEOUT_MS | 5000 | a broker connection attempt (TCP connect and AMQP handshake) gives up after this |
+ * | DOSTAVKA_HEARTBEAT_S | 10 | AMQP heartbeat, seconds: a silent broker is noticed within about twice this |
  * | DOSTAVKA_RETRY_DELAYS_MS | 1000,10000,60000 | a failed delivery's delays, one retry queue per delay |
  * | DOSTAVKA_MAX_ATTEMPTS | 5 | deliveries of a message to a handler before it is dead-lettered as exhausted |
  * | DOSTAVKA_<HANDLER>_RETRY_DELAYS_MS, DOSTAVKA_<HANDLER>_MAX_ATTEMPTS | the two above | the same for one handler (CATALOG, AUDIT) |
  * | DOSTAVKA_RELAY_PARK_AFTER | 10 | rejections (returned or nacked) of an outbox row before it is parked |
+ * | DOSTAVKA_TRUSTED_PUBLISHER | (none) | when set, receivers dead-letter events whose `user_id` is not this broker user |
+ *
+ * A bad value fails with a `ConfigError` whose message names the variable, what is wrong
+ * with the value and what is accepted, e.g. `DOSTAVKA_HTTP_PORT="abc" is not accepted: use
+ * an integer from 1 to 65535`.
  */
 export interface SettingsShape {
   readonly amqpUrl: Redacted.Redacted<string>
@@ -37,19 +45,65 @@ export interface SettingsShape {
   readonly relayLeaseTtl: Duration.Duration
   /** How long a transaction waits, in all, for a lock another connection holds, before it fails (HTTP 503). */
   readonly storeBusyTimeout: Duration.Duration
+  /** How long one attempt to connect to the broker may take, TCP connect and AMQP handshake together. */
+  readonly connectTimeout: Duration.Duration
+  /** The AMQP heartbeat the kit asks for (RabbitMQ "Detecting Dead TCP Connections with Heartbeats"). */
+  readonly heartbeat: Duration.Duration
   /** Each handler's delayed retry: its tiers and its attempt bound. */
   readonly retry: Readonly<Record<HandlerName, RetryPolicy>>
   /** How many times the broker may reject (return or nack) an outbox row before the relay parks it. */
   readonly parkAfter: number
+  /** The broker user whose `user_id` events must carry, or `None` to accept any. */
+  readonly trustedPublisher: Option.Option<string>
 }
 
-const positive = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 })
+/** A refusal of `name`'s value that says what is accepted; the value is shown unless `secret`. */
+const refuse = (name: string, value: string, accepted: string, secret = false) =>
+  ConfigError.InvalidData([], `${name}=${secret ? "(hidden)" : JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)} is not accepted: ${accepted}`)
+
+/** An integer setting in `[min, max]`, `fallback` when the variable is not set. */
+const integer = (name: string, fallback: number, min: number, max: number, unit = "") =>
+  Config.string(name).pipe(
+    Config.withDefault(String(fallback)),
+    Config.mapOrFail((text) => {
+      const n = Number(text.trim())
+      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
+        ? Either.right(n)
+        : Either.left(refuse(name, text, `use an integer from ${min} to ${max}${unit}`))
+    })
   )
 
-const millis = (name: string, fallback: number) => positive(name, fallback).pipe(Config.map(Duration.millis))
+const millis = (name: string, fallback: number, min: number, max: number) =>
+  integer(name, fallback, min, max, " (milliseconds)").pipe(Config.map(Duration.millis))
+
+/** One of `choices`. */
+const oneOf = <const C extends ReadonlyArray<string>>(name: string, fallback: C[number], choices: C) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapOrFail((text) =>
+      (choices as ReadonlyArray<string>).includes(text)
+        ? Either.right(text as C[number])
+        : Either.left(refuse(name, text, `use ${choices.slice(0, -1).join(", ")} or ${choices.at(-1)}`)))
+  )
+
+/** An `amqp:` or `amqps:` URL with a host, kept redacted; a refusal never shows it (it may hold a password). */
+const brokerUrl = (name: string, fallback: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapOrFail((text) => {
+      let url: URL
+      try {
+        url = new URL(text)
+      } catch {
+        return Either.left(refuse(name, text, "it is not a URL; use amqp://user:password@host:5672/vhost (or amqps://)", true))
+      }
+      return url.protocol !== "amqp:" && url.protocol !== "amqps:"
+        ? Either.left(refuse(name, text, `its scheme is ${url.protocol.slice(0, 20)}; use amqp:// or amqps://`, true))
+        : url.hostname === ""
+        ? Either.left(refuse(name, text, "it has no host; use amqp://user:password@host:5672/vhost", true))
+        : Either.right(Redacted.make(text))
+    })
+  )
 
 /** A list of positive integers in ms, e.g. `1000,10000,60000`, ascending, at most 10. */
 const delays = (name: string) =>
@@ -57,22 +111,28 @@ const delays = (name: string) =>
     Config.mapOrFail((text) => {
       const parts = text.split(",").map((part) => part.trim())
       const values = parts.map(Number)
-      const valid = parts.length >= 1 && parts.length <= 10 && values.every((n) => Number.isInteger(n) && n > 0 && n <= 86_400_000) &&
+      const valid = parts.length >= 1 && parts.length <= 10 &&
+        parts.every((part, i) => /^\d+$/.test(part) && values[i]! >= 1 && values[i]! <= 86_400_000) &&
         values.every((n, i) => i === 0 || n > values[i - 1]!)
       return valid
         ? Either.right(values.map(Duration.millis))
-        : Either.left(ConfigError.InvalidData([], `${name} must be 1–10 ascending delays in ms (1–86400000), comma-separated, e.g. 1000,10000,60000; got ${JSON.stringify(text)}`))
+        : Either.left(refuse(name, text, "use 1–10 ascending delays in milliseconds (1–86400000), comma-separated, e.g. 1000,10000,60000"))
     })
+  )
+
+const maxAttempts = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) =>
+      /^\s*\d+\s*$/.test(text) && Number(text) >= 1 && Number(text) <= 100
+        ? Either.right(Number(text))
+        : Either.left(refuse(name, text, "use an integer from 1 to 100")))
   )
 
 const retryPolicy = (handler: HandlerName, fallback: Config.Config<RetryPolicy>): Config.Config<RetryPolicy> => {
   const upper = handler.toUpperCase()
   return Config.all({
     delays: delays(`DOSTAVKA_${upper}_RETRY_DELAYS_MS`).pipe(Config.option),
-    maxAttempts: Config.integer(`DOSTAVKA_${upper}_MAX_ATTEMPTS`).pipe(
-      Config.validate({ message: `DOSTAVKA_${upper}_MAX_ATTEMPTS must be a positive integer`, validation: (n) => n > 0 }),
-      Config.option
-    )
+    maxAttempts: maxAttempts(`DOSTAVKA_${upper}_MAX_ATTEMPTS`).pipe(Config.option)
   }).pipe(
     Config.zipWith(fallback, (own, all) => ({
       delays: Option.getOrElse(own.delays, () => all.delays),
@@ -83,36 +143,78 @@ const retryPolicy = (handler: HandlerName, fallback: Config.Config<RetryPolicy>)
 
 const defaultRetry: Config.Config<RetryPolicy> = Config.all({
   delays: delays("DOSTAVKA_RETRY_DELAYS_MS").pipe(Config.withDefault([Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)])),
-  maxAttempts: positive("DOSTAVKA_MAX_ATTEMPTS", 5)
+  maxAttempts: maxAttempts("DOSTAVKA_MAX_ATTEMPTS").pipe(Config.withDefault(5))
 })
 
+/**
+ * Rules across settings, checked once all are read: the relay lease must outlast a batch
+ * (its confirm timeout), or a live relay could lose it in the middle of one and a second
+ * relay publish beside it.
+ */
+const crossFieldRules = (settings: SettingsShape): Either.Either<SettingsShape, ConfigError.ConfigError> =>
+  Duration.greaterThan(settings.relayLeaseTtl, settings.confirmTimeout)
+    ? Either.right(settings)
+    : Either.left(ConfigError.InvalidData([], `DOSTAVKA_RELAY_LEASE_MS=${Duration.toMillis(settings.relayLeaseTtl)} is not accepted: it must exceed DOSTAVKA_CONFIRM_TIMEOUT_MS (${Duration.toMillis(settings.confirmTimeout)}), so that a relay never loses its lease in the middle of a batch`))
+
 export const settingsConfig: Config.Config<SettingsShape> = Config.all({
-  amqpUrl: Config.redacted("DOSTAVKA_AMQP_URL").pipe(
-    Config.withDefault(Redacted.make("amqp://guest:guest@127.0.0.1:5672"))
-  ),
+  amqpUrl: brokerUrl("DOSTAVKA_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672"),
   httpHost: Config.succeed("127.0.0.1" as const),
-  httpPort: Config.port("DOSTAVKA_HTTP_PORT").pipe(Config.withDefault(8080)),
-  dataDir: Config.string("DOSTAVKA_DATA_DIR").pipe(Config.withDefault("./var")),
+  httpPort: integer("DOSTAVKA_HTTP_PORT", 8080, 1, 65_535),
+  dataDir: Config.string("DOSTAVKA_DATA_DIR").pipe(
+    Config.withDefault("./var"),
+    Config.mapOrFail((text) => (text.trim() === "" ? Either.left(refuse("DOSTAVKA_DATA_DIR", text, "use a folder path")) : Either.right(text)))
+  ),
   prefix: Config.string("DOSTAVKA_PREFIX").pipe(
     Config.withDefault("dostavka"),
-    Config.validate({
-      message: "DOSTAVKA_PREFIX must be 1–100 characters of A-Z a-z 0-9 . _ -",
-      validation: (s) => /^[A-Za-z0-9._-]{1,100}$/.test(s)
-    })
+    Config.mapOrFail((text) =>
+      /^[A-Za-z0-9._-]{1,100}$/.test(text)
+        ? Either.right(text)
+        : Either.left(refuse("DOSTAVKA_PREFIX", text, "use 1–100 characters of A-Z a-z 0-9 . _ -")))
   ),
-  queueType: Config.literal("classic", "quorum")("DOSTAVKA_QUEUE_TYPE").pipe(Config.withDefault("classic" as const)),
-  prefetch: positive("DOSTAVKA_PREFETCH", 50),
-  relayWindow: positive("DOSTAVKA_RELAY_WINDOW", 100),
-  relayPollInterval: millis("DOSTAVKA_RELAY_POLL_MS", 100),
-  confirmTimeout: millis("DOSTAVKA_CONFIRM_TIMEOUT_MS", 5_000),
-  relayLeaseTtl: millis("DOSTAVKA_RELAY_LEASE_MS", 15_000),
-  storeBusyTimeout: millis("DOSTAVKA_DB_BUSY_TIMEOUT_MS", 5_000),
+  queueType: oneOf("DOSTAVKA_QUEUE_TYPE", "classic", ["classic", "quorum"] as const),
+  prefetch: integer("DOSTAVKA_PREFETCH", 50, 1, 65_535),
+  relayWindow: integer("DOSTAVKA_RELAY_WINDOW", 100, 1, 10_000),
+  relayPollInterval: millis("DOSTAVKA_RELAY_POLL_MS", 100, 1, 60_000),
+  confirmTimeout: millis("DOSTAVKA_CONFIRM_TIMEOUT_MS", 5_000, 100, 600_000),
+  relayLeaseTtl: millis("DOSTAVKA_RELAY_LEASE_MS", 15_000, 1_000, 3_600_000),
+  storeBusyTimeout: millis("DOSTAVKA_DB_BUSY_TIMEOUT_MS", 5_000, 1, 600_000),
+  connectTimeout: millis("DOSTAVKA_CONNECT_TIMEOUT_MS", 5_000, 100, 600_000),
+  heartbeat: integer("DOSTAVKA_HEARTBEAT_S", 10, 1, 600, " (seconds)").pipe(Config.map(Duration.seconds)),
   retry: Config.all({
     catalog: retryPolicy("catalog", defaultRetry),
     audit: retryPolicy("audit", defaultRetry)
   }),
-  parkAfter: positive("DOSTAVKA_RELAY_PARK_AFTER", 10)
-})
+  parkAfter: integer("DOSTAVKA_RELAY_PARK_AFTER", 10, 1, 1_000),
+  trustedPublisher: Config.string("DOSTAVKA_TRUSTED_PUBLISHER").pipe(Config.option)
+}).pipe(Config.mapOrFail(crossFieldRules))
+
+/** The log's least severe level: `debug`, `info`, `warning` or `error` (`DOSTAVKA_LOG_LEVEL`, default `info`). */
+export const logLevelConfig: Config.Config<LogLevel.LogLevel> = oneOf("DOSTAVKA_LOG_LEVEL", "info", ["debug", "info", "warning", "error"] as const).pipe(
+  Config.map((level) => ({ debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error })[level])
+)
+
+/** The messages of a `ConfigError`, one per refused variable, as the settings above wrote them. */
+export const describeConfigError = (error: ConfigError.ConfigError): string => {
+  const messages: Array<string> = []
+  const walk = (e: ConfigError.ConfigError): void => {
+    switch (e._op) {
+      case "And":
+      case "Or":
+        walk(e.left)
+        walk(e.right)
+        return
+      case "InvalidData":
+      case "MissingData":
+      case "Unsupported":
+        messages.push(e.path.length === 0 || e.message.includes(e.path.join(".")) ? e.message : `${e.path.join(".")}: ${e.message}`)
+        return
+      case "SourceUnavailable":
+        messages.push(e.message)
+    }
+  }
+  walk(error)
+  return [...new Set(messages)].join("; ")
+}
 
 const emptyProvider = ConfigProvider.fromMap(new Map())
 
@@ -126,7 +228,6 @@ export class Settings extends Context.Tag("dostavka/Settings")<Settings, Setting
       Effect.map(Effect.orDie(Effect.withConfigProvider(settingsConfig, emptyProvider)), (s) => ({ ...s, ...overrides }))
     )
 }
-
 
 /**
  * Reconnect after a lost connection or channel: exponential from 250 ms, doubled each

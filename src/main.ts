@@ -1,16 +1,16 @@
-import { Command, Options } from "@effect/cli"
+import { Command, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, Effect, Layer, Logger, LogLevel, Option } from "effect"
-import { Settings } from "./config.js"
+import { Cause, ConfigError, Console, Effect, Exit, Layer, Logger, Option } from "effect"
+import { describeConfigError, logLevelConfig, Settings } from "./config.js"
 import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
-import { deadCommand } from "./cli/DeadLetterCommands.js"
+import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
-import { ApiStores } from "./roles/databases.js"
 import { describeCause } from "./domain/errors.js"
 import { OutboxSignal } from "./ports/OutboxSignal.js"
-import { Supervisor } from "./ports/Supervisor.js"
+import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
 import { ApiRole } from "./roles/api.js"
+import { ApiStores } from "./roles/databases.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
 import { RelayRole } from "./roles/relay.js"
 import { AuditRole, CatalogRole } from "./roles/receivers.js"
@@ -22,15 +22,28 @@ const Roles = {
   audit: AuditRole,
   all: Layer.mergeAll(ApiRole, RelayRole, CatalogRole, AuditRole)
 } as const
+type RoleName = keyof typeof Roles
+const roleNames = Object.keys(Roles) as ReadonlyArray<RoleName>
 
-const role = Options.choice("role", ["api", "relay", "catalog", "audit", "all"] as const).pipe(
-  Options.withDescription("run one role (or all of them) until SIGINT/SIGTERM"),
+const role = Options.text("role").pipe(
+  Options.withDescription(`run one role until SIGINT/SIGTERM: ${roleNames.join(", ")} (all four in one process)`),
   Options.optional
 )
 
 const dataset = Options.file("dataset", { exists: "yes" }).pipe(
   Options.withDescription("the JSON Lines data set the main job publishes"),
   Options.withDefault("data/materials.jsonl")
+)
+
+/**
+ * Settings and logging, read from the environment when a command runs, not before: so
+ * `--help` and `--version` work whatever the environment holds. Logs are logfmt on
+ * stderr, at `DOSTAVKA_LOG_LEVEL`.
+ */
+const Environment = Layer.mergeAll(
+  Settings.layer,
+  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)),
+  Layer.unwrapEffect(Effect.map(logLevelConfig, Logger.minimumLogLevel))
 )
 
 /** Runs `effect` until it ends or a role fails (`Supervisor`); a failure shuts the roles down, then fails with `RoleFailed`. */
@@ -42,29 +55,62 @@ const untilAFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
  * `dostavka` alone is the main job: every role in this process, the data set published
  * through the HTTP API, a delivery report once both receivers have applied every event.
  */
+const runRole = (name: string) =>
+  Effect.gen(function*() {
+    if (!(roleNames as ReadonlyArray<string>).includes(name)) {
+      return yield* new UsageError({ detail: `--role ${JSON.stringify(name)} is not a role: use ${roleNames.join(", ")}` })
+    }
+    return yield* untilAFailure(Layer.launch(Roles[name as RoleName]))
+  })
+
+const runMainJob = (dataset: string) =>
+  untilAFailure(runDeliveryJob(dataset).pipe(Effect.flatMap(printReport), Effect.provide(Roles.all)))
+
 const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role }) =>
-  Option.match(role, {
-    onSome: (name) => untilAFailure(Layer.launch(Roles[name])),
-    onNone: () =>
-      untilAFailure(runDeliveryJob(dataset).pipe(Effect.flatMap(printReport), Effect.provide(Roles.all)))
-  }).pipe(Effect.provide(Layer.merge(OutboxSignal.layer, Supervisor.layer)))
-)
+  Effect.gen(function*() {
+    if (Option.isSome(role)) return yield* runRole(role.value)
+    return yield* runMainJob(dataset)
+  }).pipe(
+    Effect.provide(Layer.merge(OutboxSignal.layer, Supervisor.layer)),
+    Effect.provide(Environment)
+  ))
 
 const operatorCommands = [
-  deadCommand.pipe(Command.provide(DeadLettersAmqp)),
-  outboxCommand.pipe(Command.provide(ApiStores))
+  deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
+  outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment))
 ] as const
 
 const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands)), { name: "dostavka", version: "0.1.0" })
 
-const logging = Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)).pipe(
-  Layer.merge(Logger.minimumLogLevel(process.env.DOSTAVKA_LOG_LEVEL === "debug" ? LogLevel.Debug : LogLevel.Info))
-)
+/**
+ * The exit code of a run: 0 when it ended, or was stopped by a signal; 2 for a bad
+ * command line or setting (one line on stderr says which, and what is accepted); 1 for
+ * anything else, such as a role that failed.
+ */
+const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
+  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
+  const error = Cause.squash(exit.cause)
+  return ConfigError.isConfigError(error) || ValidationError.isValidationError(error) || error instanceof UsageError ? 2 : 1
+}
+
+/** One line for what ended the run: the CLI already printed its own validation errors. */
+const report = (cause: Cause.Cause<unknown>) => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.void
+  const error = Cause.squash(cause)
+  if (ValidationError.isValidationError(error)) return Effect.void
+  if (ConfigError.isConfigError(error)) return Console.error(`dostavka: configuration: ${describeConfigError(error)}`)
+  if (error instanceof UsageError) return Console.error(`dostavka: ${error.detail}`)
+  if (error instanceof RoleFailed) return Console.error(`dostavka: stopped: ${error.message}`)
+  return Console.error(`dostavka: stopped: ${describeCause(error)}`)
+}
 
 cli(process.argv).pipe(
-  Effect.tapErrorCause((cause) =>
-    Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError(`stopped: ${describeCause(Cause.squash(cause))}`)
-  ),
-  Effect.provide(Layer.mergeAll(Settings.layer, NodeContext.layer, FetchHttpClient.layer, logging)),
-  NodeRuntime.runMain({ disablePrettyLogger: true, disableErrorReporting: true })
+  Effect.tapErrorCause(report),
+  Effect.provide(Layer.mergeAll(NodeContext.layer, FetchHttpClient.layer)),
+  (program) =>
+    NodeRuntime.runMain(program, {
+      disablePrettyLogger: true,
+      disableErrorReporting: true,
+      teardown: (exit, onExit) => onExit(exitCodeOf(exit))
+    })
 )

@@ -28,6 +28,6 @@ describe("the hexagon", () => {
   })
 
   it("the check sees imports at all (it would otherwise pass on anything)", () => {
-    expect(importsOf(join(root, "adapters", "amqp", "Topology.ts"))).toContain("amqplib")
+    expect(importsOf(join(root, "adapters", "amqp", "AmqpClient.ts"))).toContain("amqplib")
   })
 })

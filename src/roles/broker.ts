@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { reconnectPolicy, Settings } from "../config.js"
-import { openConnection } from "../adapters/amqp/AmqpConnection.js"
+import { brokerAccessOf, openConnection } from "../adapters/amqp/AmqpConnection.js"
 import { declareTopology, topologyOf } from "../adapters/amqp/Topology.js"
 
 /**
@@ -13,12 +13,12 @@ export const declareAtStart = (connectionName: string) =>
   Effect.gen(function*() {
     const settings = yield* Settings
     yield* Effect.scoped(
-      Effect.flatMap(openConnection(settings.amqpUrl, `${settings.prefix}-${connectionName}`), (connection) =>
+      Effect.flatMap(openConnection(brokerAccessOf(settings), `${settings.prefix}-${connectionName}`), (connection) =>
         declareTopology(connection, topologyOf(settings)))
     ).pipe(
       Effect.tapError((error) =>
         error._tag === "BrokerUnavailable"
-          ? Effect.logWarning("waiting for the broker", error.message)
+          ? Effect.logWarning("waiting for the broker").pipe(Effect.annotateLogs({ error: error.message }))
           : Effect.void
       ),
       Effect.retry({ schedule: reconnectPolicy, while: (error) => error._tag === "BrokerUnavailable" })

@@ -3,6 +3,8 @@ import { copyRequeueDelay, reconnectPolicy, Settings } from "../config.js"
 import { auditHandler, catalogHandler } from "../app/handlers.js"
 import { type Handler, judgeAll } from "../app/receive.js"
 import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
+import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
+import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
 import { topologyOf } from "../adapters/amqp/Topology.js"
 import type { Inbox } from "../ports/Inbox.js"
@@ -27,7 +29,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       const policy = settings.retry[handler.name]
       yield* declareAtStart(`${handler.name}-setup`)
       const copies = yield* makeAmqpPublisher({
-        url: settings.amqpUrl,
+        access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${handler.name}-publisher`,
         topology,
         confirmTimeout: settings.confirmTimeout
@@ -39,7 +41,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       yield* supervisor.supervise(
         handler.name,
         runConsumer({
-          url: settings.amqpUrl,
+          access: brokerAccessOf(settings),
           connectionName: `${settings.prefix}-${handler.name}-consumer`,
           topology,
           prefix: settings.prefix,
@@ -57,7 +59,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
         )
       )
     })
-  )
+  ).pipe(Layer.provide(AmqpClient.live))
 
 /** The `catalog` role over `catalog.db`. Needs `Settings` and `Supervisor`. */
 export const CatalogRole = receiverRole(catalogHandler).pipe(Layer.provide(CatalogStores))

@@ -2,6 +2,7 @@ import { Effect, Layer } from "effect"
 import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { runRelay } from "../app/relay.js"
+import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
 import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
 import { ApiStores } from "./databases.js"
 import { declareAtStart } from "./broker.js"
@@ -20,4 +21,4 @@ export const RelayRole = Layer.scopedDiscard(
     const supervisor = yield* Supervisor
     yield* supervisor.supervise("relay", runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
   })
-).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)))
+).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)), Layer.provide(AmqpClient.live))

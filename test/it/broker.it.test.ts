@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
 import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
@@ -7,7 +8,7 @@ import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
-import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
+import { cleanupTopology, testAccess, eventually, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
 import { query, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -56,7 +57,7 @@ describe("relay and topology on the real broker", () => {
       const prefix = uniquePrefix("returns")
       yield* cleanupTopology(prefix)
       const publisher = yield* makeAmqpPublisher({
-        url: redactedUrl,
+        access: testAccess,
         connectionName: "dostavka-test-publisher",
         topology: topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }),
         confirmTimeout: "5 seconds"
@@ -77,7 +78,7 @@ describe("relay and topology on the real broker", () => {
         "Rejected(returned)",
         "Confirmed"
       ])
-    }))
+    }).pipe(Effect.provide(AmqpClient.live)))
 
   it.scopedLive("a queue the broker already has with other arguments fails with TopologyMismatch naming it", () =>
     Effect.gen(function*() {
@@ -86,13 +87,13 @@ describe("relay and topology on the real broker", () => {
       const connection = yield* testConnection
       const channel = yield* Effect.promise(() => connection.createChannel())
       yield* Effect.promise(() => channel.assertQueue(`${prefix}.catalog`, { durable: true, arguments: { "x-max-length": 10 } }))
-      const error = yield* Effect.flip(Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
+      const error = yield* Effect.flip(Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
         declareTopology(c, topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler })))))
       expect(error._tag).toBe("TopologyMismatch")
       expect(error).toMatchObject({ object: `queue '${prefix}.catalog'` })
       expect(error.message).toContain("PRECONDITION_FAILED")
       // Declaring again the same way is idempotent for the objects that agree.
-      yield* Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) =>
+      yield* Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
         declareTopology(c, { ...topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }), queues: [], bindings: [] })))
-    }))
+    }).pipe(Effect.provide(AmqpClient.live)))
 })

@@ -3,17 +3,18 @@ import { Effect, Layer, Redacted } from "effect"
 import * as amqp from "amqplib"
 import type { GetMessage } from "amqplib"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
 import { KitHeaders } from "../../src/adapters/amqp/FailureHeaders.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
-import { cleanupTopology, eventually, redactedUrl, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
+import { cleanupTopology, testAccess, eventually, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
 import { hasPrivateBrokerSupport, privateBroker, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
 import { type CapturedLog, countRows, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
 const declare = (prefix: string, queueType: "classic" | "quorum") =>
-  Effect.scoped(Effect.flatMap(openConnection(redactedUrl, "dostavka-test"), (c) => declareTopology(c, topologyOf({ prefix, queueType, retry: testRetryByHandler }))))
+  Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) => declareTopology(c, topologyOf({ prefix, queueType, retry: testRetryByHandler }))))
 
 describe("dead letters on the real broker", () => {
   it.scopedLive("undecodable and unknown-version messages land on the handler's dead queue, whole and with the reason; the consumer carries on", () =>
@@ -87,7 +88,7 @@ describe("dead letters on the real broker", () => {
       expect(dead.content.toString()).toBe("payload")
       expect(dead.properties.messageId).toBe("m-1")
       expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({ queue: names.queue("audit"), reason: "rejected" })
-    }).pipe(Effect.scoped, Effect.runPromise))
+    }).pipe(Effect.scoped, Effect.provide(AmqpClient.live), Effect.runPromise))
 
   it.scopedLive("an event body nested 10,000 levels deep is dead-lettered as bad-body; both receivers go on with what follows", () =>
     Effect.gen(function*() {

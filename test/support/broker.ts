@@ -1,4 +1,5 @@
 import { Duration, Effect, Redacted } from "effect"
+import type { BrokerAccess } from "../../src/adapters/amqp/AmqpConnection.js"
 import type { RetryPolicy } from "../../src/app/failures.js"
 import type { HandlerName } from "../../src/domain/HandlerName.js"
 import * as amqp from "amqplib"
@@ -64,6 +65,9 @@ export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, holds: (a: A)
   })
 
 export const redactedUrl = Redacted.make(amqpUrl)
+
+/** The machine's broker as the adapters reach it: short timeouts, so a test that breaks something fails fast. */
+export const testAccess: BrokerAccess = { url: redactedUrl, connectTimeout: Duration.seconds(5), heartbeat: Duration.seconds(10) }
 
 /**
  * Closes, from the broker's side, every connection whose `connection_name` is `name`,

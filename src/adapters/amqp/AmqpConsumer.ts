@@ -1,11 +1,11 @@
-import { Chunk, Clock, Data, Deferred, Duration, Effect, Queue, type Redacted, type Schedule } from "effect"
+import { Chunk, Clock, Data, Deferred, Duration, Effect, Queue, Schedule } from "effect"
 import type { ConsumeMessage, Message } from "amqplib"
 import type { HandlerName } from "../../domain/HandlerName.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
 import { describeCause } from "../../domain/errors.js"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
 import { type PublishOutcome, Rejected } from "../../ports/EventBus.js"
-import { BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
+import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
 import type { AmqpPublisher, RawPublish } from "./AmqpPublisher.js"
 import { attemptsOf, deadCopy, retryCopy } from "./FailureHeaders.js"
 import { declareTopology, HandlerRoutes, namesOf, type Topology } from "./Topology.js"
@@ -18,7 +18,7 @@ export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonl
 }
 
 export interface ConsumerOptions<R> {
-  readonly url: Redacted.Redacted<string>
+  readonly access: BrokerAccess
   readonly connectionName: string
   readonly topology: Topology
   readonly prefix: string
@@ -76,7 +76,8 @@ type Settlement = "ack" | "reject" | "hand-back"
  * that channel is open; after a loss the broker redelivers. A defect while deciding (a
  * bug outside any handler) hands the batch back like an unknown outcome. On interruption
  * the batch in progress finishes before the consumer is cancelled and the channel
- * closed. Only amqplib's own failures count as a lost broker. Fails with
+ * closed. Only amqplib's own failures count as a lost broker; a broker that refuses the
+ * login or vhost is logged at error level on each attempt and tried again. Fails with
  * `TopologyMismatch` or `ReceiverHalted`.
  */
 export const runConsumer = <R>(options: ConsumerOptions<R>) => {
@@ -87,7 +88,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   const handBacks = new Map<string, number>()
 
   const session = Effect.scoped(Effect.gen(function*() {
-    const connection = yield* openConnection(options.url, options.connectionName)
+    const connection = yield* openConnection(options.access, options.connectionName)
     yield* declareTopology(connection, options.topology)
     const channel = yield* Effect.acquireRelease(
       Effect.tryPromise({
@@ -169,9 +170,19 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
       return count > options.maxHandBacks ? "reject" : "hand-back"
     }
 
-    /** Settlement of a delivery whose copy ended in `outcome`. */
+    /**
+     * Settlement of a delivery whose copy ended in `outcome`. A copy returned as
+     * unroutable is handed back like an unknown outcome: the publisher has dropped its
+     * connection, and declaring the topology again on the next one restores a deleted
+     * retry or dead queue, so that nothing is rejected into a dead-letter route that
+     * leads nowhere.
+     */
     const afterCopy = (message: Message, outcome: PublishOutcome): Settlement =>
-      outcome._tag === "Confirmed" ? "ack" : outcome._tag === "Rejected" ? "reject" : handBackOrReject(message)
+      outcome._tag === "Confirmed"
+        ? "ack"
+        : outcome._tag === "Rejected" && outcome.reason !== "returned"
+        ? "reject"
+        : handBackOrReject(message)
 
     const logVerdict = (message: Message, verdict: Verdict, settlement: Settlement, outcome: PublishOutcome | undefined) => {
       const annotations = {
@@ -204,7 +215,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     }
 
     const processBatch = (batch: ReadonlyArray<ConsumeMessage>) =>
-      Effect.gen(function*() {
+      Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
         const verdicts = yield* options.decide(batch.map(toIncoming)).pipe(
           Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
           Effect.catchAllDefect((defect) =>
@@ -230,7 +241,9 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
             outcomeOf.set(i, new Rejected({ reason: "refused", detail: `building the copy: ${describeCause(cause)}` }))
           }
         }
-        const outcomes = copies.length === 0 ? [] : yield* options.copies.publish(copies.map(([, copy]) => copy))
+        // Interruptible: the copies may wait for a broker that blocks publishing; stopped
+        // meanwhile, nothing of the batch is settled and the broker redelivers it.
+        const outcomes = copies.length === 0 ? [] : yield* restore(options.copies.publish(copies.map(([, copy]) => copy)))
         copies.forEach(([i], k) => outcomeOf.set(i, outcomes[k]!))
 
         const settlements = batch.map((message, i): Settlement => {
@@ -259,7 +272,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         // Every other delivery of the batch is settled, and earlier batches were settled
         // in full, so this acks exactly the batch's remaining deliveries.
         if (lastAck !== undefined) settle(lastAck, "ack-up-to")
-      }).pipe(Effect.uninterruptible)
+      }))
 
     const why = yield* Effect.raceFirst(
       Effect.forever(Effect.flatMap(Queue.takeBetween(mailbox, 1, options.prefetch), (chunk) => processBatch(Chunk.toReadonlyArray(chunk)))),
@@ -268,16 +281,33 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(Effect.annotateLogs({ queue, reason: why }))
   }))
 
-  // A session fails only while being established, and is retried by `reconnect`; one
-  // that was established ends when its channel is lost, and the next one starts with
-  // the policy afresh, so a long healthy connection does not inherit an old backoff.
-  const establish = session.pipe(
-    Effect.tapError((error) =>
-      error._tag === "BrokerUnavailable"
-        ? Effect.logWarning("consumer cannot reach the broker; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
-        : Effect.void
-    ),
-    Effect.retry({ schedule: options.reconnect, while: (error) => error._tag === "BrokerUnavailable" })
-  )
-  return Effect.forever(establish)
+  return Effect.gen(function*() {
+    // One backoff across sessions: a session that fails to be established, or is lost
+    // within `HealthySessionMs` of starting (a connection the broker drops at once, or one
+    // amqplib cannot decode a message on), waits for the next step of `reconnect`; one
+    // that was healthy longer starts the policy afresh.
+    const backoff = yield* Schedule.driver(options.reconnect)
+    for (;;) {
+      const startedAt = yield* Clock.currentTimeMillis
+      const ended = yield* Effect.either(session)
+      if (ended._tag === "Left") {
+        const error = ended.left
+        if (error._tag === "BrokerUnavailable") {
+          yield* Effect.logWarning("consumer cannot reach the broker; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
+        } else if (error._tag === "BrokerRefused") {
+          yield* Effect.logError("the broker refuses the consumer's connection; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
+        } else {
+          return yield* Effect.fail(error)
+        }
+        yield* Effect.ignore(backoff.next(error))
+      } else if ((yield* Clock.currentTimeMillis) - startedAt < HealthySessionMs) {
+        yield* Effect.ignore(backoff.next(undefined))
+      } else {
+        yield* backoff.reset
+      }
+    }
+  })
 }
+
+/** A consumer session lost sooner than this after it started (ms) counts as a failed attempt for the backoff. */
+export const HealthySessionMs = 10_000

@@ -1,7 +1,9 @@
-import { Duration, Effect, Exit, Redacted, Scope } from "effect"
-import type { ConfirmChannel, Options } from "amqplib"
-import { Rejected, type PublishOutcome, Unknown, Confirmed } from "../../ports/EventBus.js"
-import { BrokerUnavailable, openConnection } from "./AmqpConnection.js"
+import { Clock, Deferred, Duration, Effect, FiberId, Option, ScopedRef } from "effect"
+import type { Options } from "amqplib"
+import { describeCause } from "../../domain/errors.js"
+import { Confirmed, type PublishOutcome, Rejected, Unknown } from "../../ports/EventBus.js"
+import { AmqpClient, type AmqpConfirmChannel } from "./AmqpClient.js"
+import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
 import { declareTopology, type Topology } from "./Topology.js"
 
 /** One message to publish; `options.messageId` is required, it ties a basic.return to its publish. */
@@ -23,16 +25,6 @@ export interface AmqpPublisher {
 /** The error amqplib passes to a confirm callback on basic.nack (lib/channel.js). */
 const NackMessage = "message nacked"
 
-interface Session {
-  readonly scope: Scope.CloseableScope
-  readonly channel: ConfirmChannel
-  /** Message ids the broker returned as unroutable; read when their confirm arrives. */
-  readonly returned: Set<string>
-  open: boolean
-  /** Batches in a row whose every publish was nacked; see `NackedBatchesBeforeReopen`. */
-  nackedBatches: number
-}
-
 /**
  * After this many batches in a row with every publish nacked, the channel is dropped and
  * the next batch opens a fresh connection. Seen with quorum queues: after a length limit
@@ -42,111 +34,189 @@ interface Session {
 export const NackedBatchesBeforeReopen = 3
 
 /**
+ * A publish still without a confirm after this many confirm timeouts, on a connection
+ * the broker has not blocked, means the connection has stopped answering: it is dropped
+ * and the next batch opens another.
+ */
+export const SilentConfirmTimeouts = 3
+
+interface Pending {
+  readonly outcome: Deferred.Deferred<PublishOutcome>
+  readonly sentAtMs: number
+}
+
+/** One open connection and confirm channel, and what is in flight on it. */
+interface Session {
+  readonly channel: AmqpConfirmChannel
+  /** Message ids the broker returned as unroutable; read when their confirm arrives. */
+  readonly returned: Set<string>
+  /** Publishes sent on this channel and not yet confirmed, by exchange, routing key and message id. */
+  readonly pending: Map<string, Pending>
+  /** Completed when the connection or channel closes. */
+  readonly lost: Deferred.Deferred<void>
+  open: boolean
+  /** Set while the broker blocks the connection (`connection.blocked`, RabbitMQ "Blocked Connection Notifications"). */
+  blocked: { readonly reason: string; readonly lifted: Deferred.Deferred<void> } | undefined
+  nackedBatches: number
+}
+
+const keyOf = (m: RawPublish) => `${m.exchange}\u0000${m.routingKey}\u0000${m.options.messageId}`
+
+/**
  * A publisher over its own connection and confirm channel (RabbitMQ "Publisher
- * Confirms"). The connection is opened, and `topology` declared, on first use and again
- * after it was lost; while the broker cannot be reached every outcome is `Unknown` and
+ * Confirms"). The session (connection, channel, what is in flight) is a resource in a
+ * `ScopedRef`: opened, with `topology` declared, on first use, and opened again after it
+ * was lost or dropped; while the broker cannot be reached every outcome is `Unknown` and
  * the caller's backoff decides when to try again.
  *
  * Outcomes: basic.ack → `Confirmed`; basic.nack → `Rejected(nacked)`; basic.return then
  * basic.ack (RabbitMQ sends the return first) → `Rejected(returned)`; amqplib refusing to
  * encode the message → `Rejected(refused)`; no confirm within `confirmTimeout`, or the
- * channel closed first → `Unknown`. After a return the connection is dropped, so the
- * next publish declares the topology again and a deleted queue or binding is repaired;
- * after `NackedBatchesBeforeReopen` wholly nacked batches in a row, too.
+ * channel closed first → `Unknown`.
+ *
+ * Duplicates are bounded, whatever a fault's length:
+ * - while the broker blocks the connection (a memory or disk alarm), nothing is sent:
+ *   `publish` waits until it is unblocked (or the connection is lost), interruptibly;
+ * - a message still in flight on the session from an earlier call whose confirm timed
+ *   out is not sent again: the call waits for that confirm instead;
+ * - a session with a publish unconfirmed for `SilentConfirmTimeouts` confirm timeouts,
+ *   and not blocked, is dropped, and its unconfirmed publishes end `Unknown`.
+ * After a return the session is dropped too, so the next publish declares the topology
+ * again and a deleted queue or binding is repaired; and after `NackedBatchesBeforeReopen`
+ * wholly nacked batches in a row. Needs `AmqpClient` and a scope.
  */
 export const makeAmqpPublisher = (options: {
-  readonly url: Redacted.Redacted<string>
+  readonly access: BrokerAccess
   readonly connectionName: string
   readonly topology: Topology
   readonly confirmTimeout: Duration.DurationInput
 }) =>
   Effect.gen(function*() {
+    const confirmTimeout = Duration.decode(options.confirmTimeout)
+    const client = yield* AmqpClient
     const lock = yield* Effect.makeSemaphore(1)
-    let session: Session | undefined
+    const ref = yield* ScopedRef.make((): Option.Option<Session> => Option.none())
 
     const connect = Effect.gen(function*() {
-      const scope = yield* Scope.make()
-      return yield* Effect.gen(function*() {
-        const connection = yield* openConnection(options.url, options.connectionName)
-        yield* declareTopology(connection, options.topology)
-        const channel = yield* Effect.tryPromise({
+      const connection = yield* openConnection(options.access, options.connectionName)
+      yield* declareTopology(connection, options.topology)
+      const channel = yield* Effect.acquireRelease(
+        Effect.tryPromise({
           try: () => connection.createConfirmChannel(),
-          catch: (cause) => new BrokerUnavailable({ detail: `opening a confirm channel: ${String(cause)}` })
-        })
-        const next: Session = { scope, channel, returned: new Set(), open: true, nackedBatches: 0 }
-        const lost = () => {
-          next.open = false
-        }
-        channel.on("close", lost)
-        channel.on("error", () => {})
-        connection.on("close", lost)
-        channel.on("return", (message) => {
-          const id = message.properties.messageId
-          if (typeof id === "string") next.returned.add(id)
-        })
-        return next
-      }).pipe(Scope.extend(scope), Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause))))
-    })
+          catch: (cause) => new BrokerUnavailable({ detail: `opening a confirm channel: ${describeCause(cause)}` })
+        }),
+        (ch) => closeQuietly(() => ch.close())
+      )
+      const session: Session = {
+        channel,
+        returned: new Set(),
+        pending: new Map(),
+        lost: yield* Deferred.make<void>(),
+        open: true,
+        blocked: undefined,
+        nackedBatches: 0
+      }
+      const lost = () => {
+        session.open = false
+        Deferred.unsafeDone(session.lost, Effect.void)
+      }
+      channel.on("close", lost)
+      channel.on("error", () => {})
+      connection.on("close", lost)
+      connection.on("blocked", (reason: unknown) => {
+        session.blocked = { reason: String(reason), lifted: Deferred.unsafeMake<void>(FiberId.none) }
+      })
+      connection.on("unblocked", () => {
+        const blocked = session.blocked
+        session.blocked = undefined
+        if (blocked !== undefined) Deferred.unsafeDone(blocked.lifted, Effect.void)
+      })
+      channel.on("return", (message: { readonly properties: { readonly messageId?: unknown } }) => {
+        const id = message.properties.messageId
+        if (typeof id === "string") session.returned.add(id)
+      })
+      return Option.some(session)
+    }).pipe(Effect.provideService(AmqpClient, client))
 
+    /** The session to publish on: the current one while it is sound, else a new one (the old one released). */
     const current = lock.withPermits(1)(Effect.gen(function*() {
-      if (session?.open) return session
-      if (session) yield* Scope.close(session.scope, Exit.void)
-      session = undefined
-      session = yield* connect
-      return session
+      const existing = yield* ScopedRef.get(ref)
+      const now = yield* Clock.currentTimeMillis
+      if (Option.isSome(existing)) {
+        const s = existing.value
+        const silent = s.blocked === undefined &&
+          [...s.pending.values()].some((p) => now - p.sentAtMs > SilentConfirmTimeouts * Duration.toMillis(confirmTimeout))
+        if (s.open && !silent) return s
+        yield* ScopedRef.set(ref, Effect.succeed(Option.none()))
+      }
+      yield* ScopedRef.set(ref, connect)
+      return Option.getOrThrow(yield* ScopedRef.get(ref))
     }))
 
-    yield* Effect.addFinalizer(() =>
-      lock.withPermits(1)(Effect.suspend(() => (session ? Scope.close(session.scope, Exit.void) : Effect.void)))
-    )
+    const outcomeOfConfirm = (s: Session, m: RawPublish, err: unknown): PublishOutcome => {
+      if (s.returned.delete(m.options.messageId)) {
+        return new Rejected({ reason: "returned", detail: `no queue is bound for '${m.routingKey}' on '${m.exchange || "(default)"}'` })
+      }
+      if (err == null) return new Confirmed()
+      if (err instanceof Error && err.message === NackMessage) return new Rejected({ reason: "nacked", detail: "the broker nacked the message" })
+      // amqplib fails every unconfirmed publish with 'channel closed' before the channel's
+      // own 'close' event: the broker may or may not have it.
+      return new Unknown({ reason: "channel-closed", detail: describeCause(err) })
+    }
+
+    /** Sends `m` now, unless it is in flight already on this session; either way, its outcome to await. */
+    const send = (s: Session, m: RawPublish, nowMs: number) =>
+      Effect.gen(function*() {
+        const key = keyOf(m)
+        const inFlight = s.pending.get(key)
+        if (inFlight !== undefined) return inFlight.outcome
+        const outcome = yield* Deferred.make<PublishOutcome>()
+        s.pending.set(key, { outcome, sentAtMs: nowMs })
+        const settle = (result: PublishOutcome) => {
+          s.pending.delete(key)
+          Deferred.unsafeDone(outcome, Effect.succeed(result))
+        }
+        try {
+          s.channel.publish(m.exchange, m.routingKey, m.content, { ...m.options, mandatory: true }, (err) => settle(outcomeOfConfirm(s, m, err)))
+        } catch (cause) {
+          const detail = describeCause(cause)
+          settle(
+            s.open && !(cause instanceof Error && cause.name === "IllegalOperationError")
+              ? new Rejected({ reason: "refused", detail })
+              : new Unknown({ reason: "channel-closed", detail })
+          )
+        }
+        return outcome
+      })
+
+    const awaitConfirm = (outcome: Deferred.Deferred<PublishOutcome>) =>
+      Deferred.await(outcome).pipe(
+        Effect.timeoutTo({
+          duration: confirmTimeout,
+          onSuccess: (o): PublishOutcome => o,
+          onTimeout: () => new Unknown({ reason: "confirm-timeout", detail: `no confirm within ${Duration.format(confirmTimeout)}` })
+        })
+      )
 
     const publish = (messages: ReadonlyArray<RawPublish>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
       Effect.gen(function*() {
+        if (messages.length === 0) return []
         const opened = yield* Effect.either(current)
         if (opened._tag === "Left") {
           const detail = opened.left.message
           return messages.map(() => new Unknown({ reason: "broker-unavailable", detail }))
         }
         const s = opened.right
-        const confirms = messages.map((m) =>
-          new Promise<PublishOutcome>((resolve) => {
-            try {
-              s.channel.publish(m.exchange, m.routingKey, m.content, { ...m.options, mandatory: true }, (err) => {
-                if (s.returned.delete(m.options.messageId)) {
-                  resolve(new Rejected({ reason: "returned", detail: `no queue is bound for '${m.routingKey}' on '${m.exchange || "(default)"}'` }))
-                } else if (err == null) {
-                  resolve(new Confirmed())
-                } else if (err instanceof Error && err.message === NackMessage) {
-                  resolve(new Rejected({ reason: "nacked", detail: "the broker nacked the message" }))
-                } else {
-                  // amqplib fails every unconfirmed publish with 'channel closed' before
-                  // the channel's own 'close' event: the broker may or may not have it.
-                  resolve(new Unknown({ reason: "channel-closed", detail: String(err?.message ?? err) }))
-                }
-              })
-            } catch (cause) {
-              const detail = cause instanceof Error ? cause.message : String(cause)
-              resolve(
-                s.open && !(cause instanceof Error && cause.name === "IllegalOperationError")
-                  ? new Rejected({ reason: "refused", detail })
-                  : new Unknown({ reason: "channel-closed", detail })
-              )
-            }
-          })
-        )
-        const outcomes = yield* Effect.forEach(
-          confirms,
-          (confirm) =>
-            Effect.promise(() => confirm).pipe(
-              Effect.timeoutTo({
-                duration: options.confirmTimeout,
-                onSuccess: (outcome) => outcome,
-                onTimeout: () =>
-                  new Unknown({ reason: "confirm-timeout", detail: `no confirm within ${Duration.format(options.confirmTimeout)}` })
-              })
-            ),
-          { concurrency: "unbounded" }
-        )
+        const blocked = s.blocked
+        if (blocked !== undefined) {
+          yield* Effect.logWarning("the broker blocks publishing; waiting").pipe(Effect.annotateLogs({ reason: blocked.reason }))
+          yield* Effect.raceFirst(Deferred.await(blocked.lifted), Deferred.await(s.lost))
+        }
+        if (!s.open) return messages.map(() => new Unknown({ reason: "channel-closed", detail: "the connection closed" }))
+        const now = yield* Clock.currentTimeMillis
+        const inFlight: Array<Deferred.Deferred<PublishOutcome>> = []
+        for (const m of messages) inFlight.push(yield* send(s, m, now))
+        const outcomes = yield* Effect.forEach(inFlight, awaitConfirm, { concurrency: "unbounded" })
         if (outcomes.some((o) => o._tag === "Rejected" && o.reason === "returned")) s.open = false
         if (outcomes.every((o) => o._tag === "Rejected" && o.reason === "nacked")) {
           if (++s.nackedBatches >= NackedBatchesBeforeReopen) s.open = false

@@ -1,10 +1,29 @@
 import { Effect, Layer } from "effect"
-import type { Channel, GetMessage, Message } from "amqplib"
+import type { GetMessage, Message } from "amqplib"
 import { Settings } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
 import type { HandlerName } from "../../domain/HandlerName.js"
-import { type DeadLetter, type DeadLetterMove, DeadLetters, type DeadLetterSelection, DeadLettersUnavailable, type DeadReason } from "../../ports/DeadLetters.js"
-import { closeQuietly, openConnection } from "./AmqpConnection.js"
+import {
+  type DeadLetter,
+  type DeadLetterMove,
+  DeadLetters,
+  type DeadLetterSelection,
+  DeadLettersUnavailable,
+  type DeadReason
+} from "../../ports/DeadLetters.js"
+
+/** The port's shape, with the broker client its operations still need. */
+interface DeadLettersShape {
+  readonly list: (handler: HandlerName, limit: number) => Effect.Effect<ReadonlyArray<DeadLetter>, DeadLettersUnavailable, AmqpClient>
+  readonly replay: (
+    handler: HandlerName,
+    selection: DeadLetterSelection,
+    options: { readonly dryRun: boolean }
+  ) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable, AmqpClient>
+  readonly purge: (handler: HandlerName, selection: DeadLetterSelection) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable, AmqpClient>
+}
+import { AmqpClient, type AmqpChannel } from "./AmqpClient.js"
+import { brokerAccessOf, closeQuietly, openConnection } from "./AmqpConnection.js"
 import { makeAmqpPublisher } from "./AmqpPublisher.js"
 import { KitHeaders, replayCopy } from "./FailureHeaders.js"
 import { HandlerRoutes, namesOf, topologyOf } from "./Topology.js"
@@ -82,12 +101,13 @@ export const DeadLettersAmqp = Layer.effect(
   DeadLetters,
   Effect.gen(function*() {
     const settings = yield* Settings
+    const client = yield* AmqpClient
     const names = namesOf(settings.prefix)
 
     /** Runs `use` with a channel holding the dead queue's messages read so far; everything not acked returns to the queue. */
-    const withDeadQueue = <A>(handler: HandlerName, use: (channel: Channel, queue: string, depth: number) => Effect.Effect<A, DeadLettersUnavailable>) =>
+    const withDeadQueue = <A>(handler: HandlerName, use: (channel: AmqpChannel, queue: string, depth: number) => Effect.Effect<A, DeadLettersUnavailable>) =>
       Effect.scoped(Effect.gen(function*() {
-        const connection = yield* openConnection(settings.amqpUrl, `${settings.prefix}-operator`).pipe(
+        const connection = yield* openConnection(brokerAccessOf(settings), `${settings.prefix}-operator`).pipe(
           Effect.mapError((e) => new DeadLettersUnavailable({ detail: e.message }))
         )
         const channel = yield* Effect.acquireRelease(
@@ -107,7 +127,7 @@ export const DeadLettersAmqp = Layer.effect(
       }))
 
     /** The next message of the queue, or `undefined` when there is none. */
-    const next = (channel: Channel, queue: string) =>
+    const next = (channel: AmqpChannel, queue: string) =>
       Effect.tryPromise({ try: () => channel.get(queue, { noAck: false }), catch: unavailable(`basic.get on '${queue}'`) }).pipe(
         Effect.map((m): GetMessage | undefined => (m === false ? undefined : m))
       )
@@ -118,7 +138,7 @@ export const DeadLettersAmqp = Layer.effect(
     const notFound = (selection: DeadLetterSelection, seen: ReadonlyArray<string>) =>
       selection._tag === "All" ? [] : selection.ids.filter((id) => !seen.includes(id))
 
-    return DeadLetters.of({
+    const port: DeadLettersShape = {
       list: (handler, limit) =>
         withDeadQueue(handler, (channel, queue, depth) =>
           Effect.gen(function*() {
@@ -134,7 +154,7 @@ export const DeadLettersAmqp = Layer.effect(
       replay: (handler, selection, { dryRun }) =>
         Effect.scoped(Effect.gen(function*() {
           const publisher = yield* makeAmqpPublisher({
-            url: settings.amqpUrl,
+            access: brokerAccessOf(settings),
             connectionName: `${settings.prefix}-operator-publisher`,
             topology: topologyOf(settings),
             confirmTimeout: settings.confirmTimeout
@@ -191,6 +211,11 @@ export const DeadLettersAmqp = Layer.effect(
             }
             return { moved, failed: [], notFound: notFound(selection, seen) } satisfies DeadLetterMove
           }))
+    }
+    return DeadLetters.of({
+      list: (handler, limit) => Effect.provideService(port.list(handler, limit), AmqpClient, client),
+      replay: (handler, selection, options) => Effect.provideService(port.replay(handler, selection, options), AmqpClient, client),
+      purge: (handler, selection) => Effect.provideService(port.purge(handler, selection), AmqpClient, client)
     })
   })
-)
+).pipe(Layer.provide(AmqpClient.live))

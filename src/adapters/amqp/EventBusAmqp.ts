@@ -3,6 +3,7 @@ import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
 import { Settings } from "../../config.js"
 import { EventBus } from "../../ports/EventBus.js"
 import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
+import { brokerAccessOf } from "./AmqpConnection.js"
 import { namesOf, topologyOf } from "./Topology.js"
 
 /**
@@ -35,7 +36,7 @@ export const EventBusAmqp = (connectionName: string) =>
       const settings = yield* Settings
       const exchange = namesOf(settings.prefix).exchange
       const publisher = yield* makeAmqpPublisher({
-        url: settings.amqpUrl,
+        access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${connectionName}`,
         topology: topologyOf(settings),
         confirmTimeout: settings.confirmTimeout

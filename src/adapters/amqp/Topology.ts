@@ -1,8 +1,8 @@
 import { Data, Duration, Effect } from "effect"
-import type { Channel, ChannelModel } from "amqplib"
 import type { RetryPolicy } from "../../app/failures.js"
 import { type HandlerName, HandlerNames } from "../../domain/HandlerName.js"
 import { MaterialPublishedV1 } from "../../domain/MaterialPublished.js"
+import type { AmqpChannel, AmqpConnection } from "./AmqpClient.js"
 import { BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
 
 
@@ -176,13 +176,13 @@ const declareStep = (object: string, declare: () => Promise<unknown>) =>
  * the channel it happens on. Fails with `TopologyMismatch` naming the first object the
  * broker disagrees on, or `BrokerUnavailable`.
  */
-export const declareTopology = (connection: ChannelModel, topology: Topology) =>
+export const declareTopology = (connection: AmqpConnection, topology: Topology) =>
   Effect.acquireUseRelease(
     Effect.tryPromise({
       try: () => connection.createChannel(),
       catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${describe(cause)}` })
     }),
-    (channel: Channel) =>
+    (channel: AmqpChannel) =>
       Effect.gen(function*() {
         channel.on("error", () => {})
         for (const exchange of topology.exchanges) {

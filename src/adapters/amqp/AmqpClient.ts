@@ -1,0 +1,63 @@
+import { Context, Layer } from "effect"
+import * as amqp from "amqplib"
+
+/**
+ * The part of an amqplib channel the kit uses. amqplib's own channels have this shape;
+ * so does the scripted fake of the unit tests (`test/support/FakeAmqp.ts`).
+ */
+export type AmqpChannel = Pick<
+  amqp.Channel,
+  | "assertExchange"
+  | "assertQueue"
+  | "bindQueue"
+  | "checkQueue"
+  | "checkExchange"
+  | "prefetch"
+  | "consume"
+  | "cancel"
+  | "ack"
+  | "nack"
+  | "nackAll"
+  | "get"
+  | "close"
+  | "on"
+>
+
+/** A confirm channel (RabbitMQ "Publisher Confirms"): `publish` takes a callback, called with `null` on basic.ack and an error on basic.nack or close. */
+export type AmqpConfirmChannel = AmqpChannel & Pick<amqp.ConfirmChannel, "publish" | "waitForConfirms">
+
+/** The part of an amqplib connection the kit uses. It emits `close`, `error`, `blocked` (with a reason) and `unblocked`. */
+export interface AmqpConnection {
+  readonly createChannel: () => Promise<AmqpChannel>
+  readonly createConfirmChannel: () => Promise<AmqpConfirmChannel>
+  readonly close: () => Promise<void>
+  readonly on: (event: "close" | "error" | "blocked" | "unblocked", listener: (...args: Array<any>) => void) => unknown
+}
+
+export interface AmqpConnectOptions {
+  /** Shown as `connection_name` in the management UI and `rabbitmqctl list_connections`. */
+  readonly name: string
+  /** Gives up a connect whose socket stays idle this long before the AMQP handshake completes. */
+  readonly timeoutMs: number
+  /** Asked for as the heartbeat unless the URL sets one (`?heartbeat=`). */
+  readonly heartbeatS: number
+}
+
+/**
+ * The seam between the AMQP adapters and amqplib: how a connection is opened. Every
+ * adapter opens its connections through it, so a unit test can hand them a scripted
+ * fake and drive confirms, nacks, returns, closes and `connection.blocked` under
+ * `TestClock`, without a broker.
+ */
+export class AmqpClient extends Context.Tag("dostavka/AmqpClient")<AmqpClient, {
+  readonly connect: (url: string, options: AmqpConnectOptions) => Promise<AmqpConnection>
+}>() {
+  /** amqplib: a socket timeout that covers the TCP connect and the handshake, and a heartbeat. */
+  static readonly live = Layer.succeed(AmqpClient, {
+    connect: (url, options) => {
+      const parsed = new URL(url)
+      if (!parsed.searchParams.has("heartbeat")) parsed.searchParams.set("heartbeat", String(options.heartbeatS))
+      return amqp.connect(parsed.toString(), { timeout: options.timeoutMs, clientProperties: { connection_name: options.name } })
+    }
+  })
+}
