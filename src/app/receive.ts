@@ -1,5 +1,5 @@
 import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Option } from "effect"
-import { decodeEvent, type KnownEvent } from "../domain/Envelope.js"
+import { decodeEvent, isKeepableCorrelationId, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
@@ -116,6 +116,12 @@ const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; m
   }
   const decoded = decodeEvent(incoming)
   if (Either.isLeft(decoded)) return Either.left(IncompatibleMessage.of(decoded.left))
+  if (incoming.correlationId !== undefined && !isKeepableCorrelationId(incoming.correlationId)) {
+    return Either.left(new IncompatibleMessage({
+      errorTag: "UndecodableMessage.bad-correlation-id",
+      detail: "correlation_id is over 255 characters or was not valid UTF-8"
+    }))
+  }
   if (decoded.right.eventId !== incoming.messageId) {
     return Either.left(new IncompatibleMessage({
       errorTag: "UndecodableMessage.id-mismatch",

@@ -53,6 +53,13 @@ export const mediaType = (contentType: string | undefined): string | undefined =
 /** The events this kit understands, by type and schema version. */
 export type KnownEvent = MaterialPublishedV1
 
+/**
+ * True when a received `correlation_id` can be kept as it is: at most 255 characters (an
+ * AMQP short string), and no U+FFFD, which is what amqplib leaves of bytes that were not
+ * UTF-8. The kit's own are request ids (UUIDs).
+ */
+export const isKeepableCorrelationId = (value: string): boolean => value.length <= 255 && !value.includes("\uFFFD")
+
 /** The longest `detail` of an `UndecodableMessage`, so that a refusal never grows with its input. */
 export const MaxDetailLength = 1000
 

@@ -1,4 +1,4 @@
-import { Cause, Context, Data, Deferred, Effect, Layer, type Scope } from "effect"
+import { Cause, Context, Data, Deferred, Effect, Layer, Ref, type Scope } from "effect"
 import { describeCause } from "../domain/errors.js"
 
 /** A role can no longer do its work: a loop of it ended, or it hit a fault it must not work past. */
@@ -30,6 +30,14 @@ export interface SupervisorShape {
   readonly halt: (role: string, reason: string) => Effect.Effect<void>
   /** Waits until a supervised loop ends or `halt` is called. */
   readonly failed: Effect.Effect<never, RoleFailed>
+  /**
+   * Marks the process as stopping: a wait that may be cut short (a write waiting for a
+   * database lock another process holds) gives up at once, so that requests in progress
+   * get their answer (a 503) while the server drains.
+   */
+  readonly beginStop: Effect.Effect<void>
+  /** True once `beginStop` ran. */
+  readonly stopping: Effect.Effect<boolean>
 }
 
 export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, SupervisorShape>() {
@@ -37,6 +45,7 @@ export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, S
     Supervisor,
     Effect.gen(function*() {
       const failure = yield* Deferred.make<never, RoleFailed>()
+      const stopping = yield* Ref.make(false)
       const halt = (role: string, reason: string) => Effect.asVoid(Deferred.fail(failure, new RoleFailed({ role, reason })))
       const supervise: SupervisorShape["supervise"] = (role, loop) =>
         Effect.asVoid(Effect.forkScoped(
@@ -48,7 +57,7 @@ export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, S
             })
           )
         ))
-      return { supervise, halt, failed: Deferred.await(failure) }
+      return { supervise, halt, failed: Deferred.await(failure), beginStop: Ref.set(stopping, true), stopping: Ref.get(stopping) }
     })
   )
 }

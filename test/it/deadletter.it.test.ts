@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Duration, Effect, Layer, Redacted } from "effect"
 import * as amqp from "amqplib"
 import type { GetMessage } from "amqplib"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
@@ -8,7 +8,18 @@ import { KitHeaders } from "../../src/adapters/amqp/FailureHeaders.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
-import { cleanupTopology, testAccess, eventually, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
+import {
+  cleanupTopology,
+  depthOf,
+  eventually,
+  peekQueue,
+  publishRaw,
+  tempDataDir,
+  testAccess,
+  testConnection,
+  testRetryByHandler,
+  uniquePrefix
+} from "../support/broker.js"
 import { hasPrivateBrokerSupport, privateBroker, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
 import { type CapturedLog, countRows, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
@@ -168,4 +179,37 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
       }),
     120_000
   )
+
+  it.scopedLive(
+    "a dead-letter copy held up by a memory alarm is written once: not rejected to the dead-letter exchange beside it when its confirm is late",
+    () =>
+      Effect.gen(function*() {
+        const broker = yield* privateBroker()
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("alarm")
+        const names = namesOf(prefix)
+        const settings = testSettings(prefix, dir, { amqpUrl: Redacted.make(broker.url), confirmTimeout: Duration.seconds(1) })
+        const first = yield* startRoles(CatalogRole, settings)
+        yield* first.stop
+        yield* publishRaw(broker.url, [{
+          exchange: names.exchange,
+          routingKey: "material.published.v1",
+          content: Buffer.from("{bad"),
+          options: { messageId: "alarm-1", type: "material.published.v1", contentType: "application/json", headers: { "x-schema-version": 1 } }
+        }])
+        yield* broker.ctl("set_vm_memory_high_watermark", "absolute", "1")
+        yield* startRoles(CatalogRole, settings)
+        // Several confirm timeouts pass while the copy's publish is blocked.
+        yield* Effect.sleep("4 seconds")
+        yield* broker.ctl("set_vm_memory_high_watermark", "0.4")
+        yield* eventually(depthOf(broker.url, names.deadQueue("catalog")), (n) => n >= 1, 30_000)
+        yield* Effect.sleep("2 seconds")
+        const dead = yield* peekQueue(broker.url, names.deadQueue("catalog"))
+        expect(dead.map((m) => [m.properties.messageId, m.properties.headers?.[KitHeaders.reason], m.properties.headers?.["x-death"] === undefined]))
+          .toEqual([["alarm-1", "incompatible", true]])
+        expect(yield* depthOf(broker.url, names.queue("catalog"))).toBe(0)
+      }),
+    120_000
+  )
 })
+

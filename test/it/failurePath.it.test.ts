@@ -348,3 +348,47 @@ describe("crashes on the failure path", () => {
       expect(yield* depthOf(amqpUrl, names.retryQueue("catalog", testRetry.delays[0]!))).toBe(0)
     }))
 })
+
+describe("variants a break-it session found", () => {
+  it.scopedLive("a correlation_id that was not valid UTF-8 (U+FFFD after decoding) is dead-lettered, never stored", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("corr")
+      yield* cleanupTopology(prefix)
+      yield* startRoles(Layer.merge(catalogFailing(() => false).role, AuditRole), testSettings(prefix, dir))
+      const names = namesOf(prefix)
+      const [bad, good] = events(2, "corr")
+      // A lone surrogate goes out as the bytes of U+FFFD, as invalid UTF-8 comes back from amqplib.
+      yield* publishRaw(amqpUrl, [
+        { ...toPublish(names.exchange, bad!), options: { ...toPublish(names.exchange, bad!).options, correlationId: "c\ud800c" } },
+        toPublish(names.exchange, good!)
+      ])
+      yield* eventually(Effect.sync(() => countRows(dir, "audit", "audit_records")), (n) => n === 1)
+      yield* eventually(depthOf(amqpUrl, names.deadQueue("audit")), (n) => n === 1)
+      const [dead] = yield* peekQueue(amqpUrl, names.deadQueue("audit"))
+      expect(dead!.properties.headers?.[KitHeaders.errorTag]).toBe("IncompatibleMessage/UndecodableMessage.bad-correlation-id")
+      expect(query(dir, "audit", "SELECT correlation_id FROM audit_records")).toEqual([{ correlation_id: good!.correlationId }])
+    }))
+
+  it.scopedLive("with the dead queue deleted, a dead letter is not dropped: the topology is declared again and it lands there", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("deadq-gone")
+      yield* cleanupTopology(prefix)
+      yield* startRoles(catalogFailing(() => false).role, testSettings(prefix, dir))
+      const names = namesOf(prefix)
+      const connection = yield* Effect.acquireRelease(Effect.promise(() => amqp.connect(amqpUrl)), (c) => Effect.promise(() => c.close()))
+      const channel = yield* Effect.promise(() => connection.createChannel())
+      yield* Effect.promise(() => channel.deleteQueue(names.deadQueue("catalog")))
+      yield* publishRaw(amqpUrl, [{
+        exchange: names.exchange,
+        routingKey: "material.published.v1",
+        content: Buffer.from("{bad"),
+        options: { messageId: "gone-1", type: "material.published.v1", contentType: "application/json", headers: { "x-schema-version": 1 } }
+      }])
+      yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")).pipe(Effect.orElseSucceed(() => 0)), (n) => n === 1)
+      const [dead] = yield* peekQueue(amqpUrl, names.deadQueue("catalog"))
+      expect(dead!.properties).toMatchObject({ messageId: "gone-1", headers: { [KitHeaders.reason]: "incompatible" } })
+      expect(yield* depthOf(amqpUrl, names.queue("catalog"))).toBe(0)
+    }))
+})

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { HttpServer, HttpServerResponse } from "@effect/platform"
+import { Context, Effect, Layer } from "effect"
+import { loopbackHttpServer } from "../../src/adapters/http/LoopbackHttpServer.js"
 import fc from "fast-check"
 import { MaxRequestBytes } from "../../src/adapters/http/PublicationHttpApi.js"
 import { ApiRole } from "../../src/roles/api.js"
@@ -161,5 +163,43 @@ describe("the API under hostile input", () => {
       expect(docs.type).toContain("text/html")
       expect(docs.text).toContain("api-reference")
       expect(docs.text).not.toMatch(/<script[^>]+src=/)
+    }))
+})
+
+describe("the API's edges, found by a break-it session", () => {
+  it.scopedLive("a path the router cannot decode is a 400, a dot segment is refused, CONNECT gets a 405, and Upgrade is ignored", () =>
+    Effect.gen(function*() {
+      const { base, dir } = yield* startApi
+      const port = portOf(base)
+      for (const path of ["/v1/materials/%zz", "/v1/materials/%ed%a0%80", "/v1/publications/%zz", `/v1/publications/${"x".repeat(101)}`]) {
+        const response = yield* Effect.promise(() => fetch(`${base}${path}`))
+        expect({ path, status: response.status, type: response.headers.get("content-type") }).toEqual({ path, status: 400, type: "application/problem+json" })
+      }
+      // Sent as is: a client library would resolve the dot segments itself.
+      const dotted = yield* rawHttp(port, "GET /v1/materials/a/%2e%2e/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      expect(dotted.status).toBe(400)
+      expect(JSON.parse(dotted.body)).toMatchObject({ errors: [{ field: "material_id" }] })
+
+      const connect = yield* rawHttp(port, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n")
+      expect(connect.status).toBe(405)
+      expect(JSON.parse(connect.body)).toMatchObject({ status: 405, type: "urn:dostavka:problem:method-not-allowed" })
+
+      const body = JSON.stringify({ ...valid, material_id: "news/upgrade" })
+      const upgraded = yield* rawHttp(port, `POST /v1/publications HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nContent-Type: application/json\r\nIdempotency-Key: upgrade-1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+      expect(upgraded.status).toBe(202)
+      expect(countRows(dir, "api", "materials")).toBe(1)
+    }))
+
+  it.scopedLive("a request that stalls gets its 408 problem within a second of the request timeout", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(loopbackHttpServer(0, 1_000))
+      yield* HttpServer.serveEffect(Effect.succeed(HttpServerResponse.text("ok"))).pipe(Effect.provide(context))
+      const server = Context.get(context, HttpServer.HttpServer)
+      const port = server.address._tag === "TcpAddress" ? server.address.port : 0
+      const startedAt = Date.now()
+      const stalled = yield* rawHttp(port, "GET / HTTP/1.1\r\nHost: x\r\n")
+      expect(stalled.status).toBe(408)
+      expect(Date.now() - startedAt).toBeLessThan(2_500)
+      expect(JSON.parse(stalled.body)).toMatchObject({ status: 408, type: "urn:dostavka:problem:request-timeout" })
     }))
 })

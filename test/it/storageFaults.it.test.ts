@@ -2,13 +2,17 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer } from "effect"
 import Database from "better-sqlite3"
 import { spawn } from "node:child_process"
-import { rmSync } from "node:fs"
+import { copyFileSync, renameSync, rmSync } from "node:fs"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { databaseFile, databaseLayer } from "../../src/adapters/sqlite/Database.js"
 import { ApiRole } from "../../src/roles/api.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
-import { cleanupTopology, eventually, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
+import { RelayRole } from "../../src/roles/relay.js"
+import { ApiStores } from "../../src/roles/databases.js"
+import { publishMaterial } from "../../src/app/publishMaterial.js"
+import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
+import { amqpUrl, cleanupTopology, depthOf, eventually, publishRaw, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
 import { baseUrl, type CapturedLog, countRows, get, post, query, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 
@@ -118,4 +122,95 @@ describe("the stores under faults from outside", () => {
       const { messageCount } = yield* Effect.promise(() => channel.checkQueue(namesOf(prefix).queue("catalog")))
       expect(messageCount).toBe(1)
     }))
+})
+
+describe("files removed or replaced under running roles", () => {
+  it.scopedLive("catalog.db-wal removed under a running catalog: it stops acking before the next commit, and its role fails", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("lost-wal")
+      yield* cleanupTopology(prefix)
+      const catalog = yield* startRoles(CatalogRole, testSettings(prefix, dir))
+      const publish = (revision: number) => {
+        const message = toPublish(namesOf(prefix).exchange, MaterialMother.envelope(MaterialMother.event({ revision })))
+        return publishRaw(amqpUrl, [message])
+      }
+      yield* publish(1)
+      yield* eventually(Effect.sync(() => countRows(dir, "catalog", "inbox")), (n) => n === 1)
+      rmSync(`${databaseFile(dir, "catalog")}-wal`)
+      yield* publish(2)
+      const failure = yield* Effect.flip(catalog.failed)
+      expect(failure.reason).toContain("catalog.db-wal was removed")
+      yield* catalog.stop
+      expect(yield* depthOf(amqpUrl, namesOf(prefix).queue("catalog"))).toBe(1)
+    }))
+
+  it.scopedLive("api.db replaced under a running relay: the relay notices before its next write and its role fails", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("lost-relay")
+      yield* cleanupTopology(prefix)
+      const settings = testSettings(prefix, dir)
+      const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer).pipe(Layer.provideMerge(settings))
+      yield* publishMaterial(MaterialMother.key(), MaterialMother.command({ revision: 1 })).pipe(Effect.provide(stores))
+      const relay = yield* startRoles(RelayRole, settings)
+      yield* eventually(Effect.sync(() => query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n), (n) => n === 0)
+      const file = databaseFile(dir, "api")
+      copyFileSync(file, `${file}.copy`)
+      renameSync(`${file}.copy`, file)
+      const failure = yield* Effect.flip(relay.failed)
+      expect(failure).toMatchObject({ role: "relay" })
+      expect(failure.reason).toContain("api.db was replaced by another file")
+    }))
+
+  it.scopedLive("api.db-wal removed under a running API: the next POST gets a 503, and the role halts", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const api = yield* startRoles(ApiRole, testSettings(uniquePrefix("lost-api"), dir))
+      const base = baseUrl(api.context)
+      expect((yield* post(base, "a", MaterialMother.wire(MaterialMother.command({ revision: 1 })))).status).toBe(202)
+      rmSync(`${databaseFile(dir, "api")}-wal`)
+      expect((yield* post(base, "b", MaterialMother.wire(MaterialMother.command({ revision: 2 })))).status).toBe(503)
+      const failure = yield* Effect.flip(api.failed)
+      expect(failure).toMatchObject({ role: "api" })
+      expect(failure.reason).toContain("api.db-wal was removed")
+    }))
+})
+
+describe("many writers waiting for a lock another process holds", () => {
+  it.scopedLive("60 POSTs waiting: a GET is answered at once, every POST gets its 503 within the busy time, and a stop answers them at once", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const api = yield* startRoles(ApiRole, testSettings(uniquePrefix("many-locked"), dir, { storeBusyTimeout: Duration.seconds(2) }))
+      const base = baseUrl(api.context)
+      expect((yield* post(base, "first", MaterialMother.wire(MaterialMother.command({ materialId: "many/first" })))).status).toBe(202)
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* holdWriteLock(databaseFile(dir, "api"))
+        const startedAt = Date.now()
+        const waiting = yield* Effect.fork(Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
+          post(base, `many-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `many/m${i}` }))).pipe(
+            Effect.map((r) => ({ status: r.status, afterMs: Date.now() - startedAt }))
+          ), { concurrency: "unbounded" }))
+        yield* Effect.sleep("300 millis")
+        const getAt = Date.now()
+        expect((yield* get(base, "/v1/materials/many/first")).status).toBe(200)
+        expect(Date.now() - getAt).toBeLessThan(300)
+        const answers = yield* Fiber.join(waiting)
+        expect(new Set(answers.map((a) => a.status))).toEqual(new Set([503]))
+        expect(Math.max(...answers.map((a) => a.afterMs))).toBeLessThan(3_500)
+      }))
+
+      // With the lock held again, a stop answers the waiting POSTs at once instead of at the end of their busy time.
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* holdWriteLock(databaseFile(dir, "api"))
+        const waiting = yield* Effect.fork(Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) =>
+          post(base, `stop-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `stop/m${i}` }))), { concurrency: "unbounded" }))
+        yield* Effect.sleep("300 millis")
+        const stoppedAt = Date.now()
+        yield* api.stop
+        expect(Date.now() - stoppedAt).toBeLessThan(1_500)
+        const answers = yield* Fiber.join(waiting)
+        expect(new Set(answers.map((a) => a.status))).toEqual(new Set([503]))
+      }))
+    }), 60_000)
 })

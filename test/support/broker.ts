@@ -164,12 +164,13 @@ export const peekQueue = (url: string, queue: string) =>
     }
   })
 
-/** How many messages are ready on `queue` now. */
+/** How many messages are ready on `queue` now; fails when there is no such queue. */
 export const depthOf = (url: string, queue: string) =>
-  Effect.promise(async () => {
+  Effect.tryPromise(async () => {
     const connection = await amqp.connect(url)
     try {
       const channel = await connection.createChannel()
+      channel.on("error", () => {})
       return (await channel.checkQueue(queue)).messageCount
     } finally {
       await connection.close().catch(() => undefined)

@@ -12,6 +12,13 @@ export interface RawPublish {
   readonly routingKey: string
   readonly content: Buffer
   readonly options: Options.Publish & { readonly messageId: string }
+  /**
+   * What makes two publishes the same message, for not sending it twice (see
+   * `makeAmqpPublisher`); by default the exchange, routing key and message id. A copy
+   * that differs from an earlier one with the same message id (another attempt) must
+   * say so here.
+   */
+  readonly sameAs?: string
 }
 
 export interface AmqpPublisher {
@@ -60,7 +67,10 @@ interface Session {
   nackedBatches: number
 }
 
-const keyOf = (m: RawPublish) => `${m.exchange}\u0000${m.routingKey}\u0000${m.options.messageId}`
+const keyOf = (m: RawPublish) => m.sameAs ?? `${m.exchange}\u0000${m.routingKey}\u0000${m.options.messageId}`
+
+/** How many confirmed messages a publisher remembers, so that one sent again is not sent twice. */
+export const RememberedConfirms = 10_000
 
 /**
  * A publisher over its own connection and confirm channel (RabbitMQ "Publisher
@@ -78,7 +88,9 @@ const keyOf = (m: RawPublish) => `${m.exchange}\u0000${m.routingKey}\u0000${m.op
  * - while the broker blocks the connection (a memory or disk alarm), nothing is sent:
  *   `publish` waits until it is unblocked (or the connection is lost), interruptibly;
  * - a message still in flight on the session from an earlier call whose confirm timed
- *   out is not sent again: the call waits for that confirm instead;
+ *   out is not sent again: the call waits for that confirm instead; one the broker
+ *   confirmed late, after its call had given up, is `Confirmed` at once when sent again
+ *   (the last `RememberedConfirms` are remembered);
  * - a session with a publish unconfirmed for `SilentConfirmTimeouts` confirm timeouts,
  *   and not blocked, is dropped, and its unconfirmed publishes end `Unknown`.
  * After a return the session is dropped too, so the next publish declares the topology
@@ -96,6 +108,11 @@ export const makeAmqpPublisher = (options: {
     const client = yield* AmqpClient
     const lock = yield* Effect.makeSemaphore(1)
     const ref = yield* ScopedRef.make((): Option.Option<Session> => Option.none())
+    const confirmed = new Map<string, true>()
+    const remember = (key: string) => {
+      confirmed.set(key, true)
+      if (confirmed.size > RememberedConfirms) confirmed.delete(confirmed.keys().next().value!)
+    }
 
     const connect = Effect.gen(function*() {
       const connection = yield* openConnection(options.access, options.connectionName)
@@ -171,9 +188,14 @@ export const makeAmqpPublisher = (options: {
         const inFlight = s.pending.get(key)
         if (inFlight !== undefined) return inFlight.outcome
         const outcome = yield* Deferred.make<PublishOutcome>()
+        if (confirmed.has(key)) {
+          yield* Deferred.succeed(outcome, new Confirmed())
+          return outcome
+        }
         s.pending.set(key, { outcome, sentAtMs: nowMs })
         const settle = (result: PublishOutcome) => {
           s.pending.delete(key)
+          if (result._tag === "Confirmed") remember(key)
           Deferred.unsafeDone(outcome, Effect.succeed(result))
         }
         try {

@@ -97,12 +97,20 @@ const copyId = (message: Message) =>
  * properties, persistent, with the failure headers; published to the handler's exchange
  * with the tier's routing key.
  */
-export const retryCopy = (message: Message, context: FailureContext, exchange: string, routingKey: string): RawPublish => ({
-  exchange,
-  routingKey,
-  content: message.content,
-  options: { ...copiedProperties(message), messageId: copyId(message), persistent: true, headers: failureHeaders(message, context) }
-})
+export const retryCopy = (message: Message, context: FailureContext, exchange: string, routingKey: string): RawPublish => {
+  const headers = failureHeaders(message, context)
+  return {
+    exchange,
+    routingKey,
+    content: message.content,
+    options: { ...copiedProperties(message), messageId: copyId(message), persistent: true, headers },
+    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
+  }
+}
+
+/** A copy is the same copy when it is of the same message, for the same attempt, replay and destination. */
+const sameCopy = (exchange: string, routingKey: string, messageId: string, headers: Headers) =>
+  [exchange, routingKey, messageId, headers[KitHeaders.attempts], headers[KitHeaders.replays] ?? 0, headers[KitHeaders.reason] ?? ""].join("\u0000")
 
 /**
  * The copy of a delivery for the handler's dead-letter queue: as a retry copy, plus the
@@ -115,21 +123,18 @@ export const deadCopy = (
   routingKey: string
 ): RawPublish => {
   const { expiration, ...properties } = copiedProperties(message)
+  const headers = {
+    ...failureHeaders(message, context),
+    [KitHeaders.reason]: context.reason,
+    [KitHeaders.deadAt]: new Date(context.nowMs).toISOString(),
+    ...(expiration === undefined ? {} : { [KitHeaders.originalExpiration]: String(expiration) })
+  }
   return {
     exchange,
     routingKey,
     content: message.content,
-    options: {
-      ...properties,
-      messageId: copyId(message),
-      persistent: true,
-      headers: {
-        ...failureHeaders(message, context),
-        [KitHeaders.reason]: context.reason,
-        [KitHeaders.deadAt]: new Date(context.nowMs).toISOString(),
-        ...(expiration === undefined ? {} : { [KitHeaders.originalExpiration]: String(expiration) })
-      }
-    }
+    options: { ...properties, messageId: copyId(message), persistent: true, headers },
+    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
   }
 }
 
@@ -158,6 +163,7 @@ export const replayCopy = (message: Message, exchange: string, routingKey: strin
       persistent: true,
       ...(typeof expiration === "string" ? { expiration } : {}),
       headers
-    }
+    },
+    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
   }
 }

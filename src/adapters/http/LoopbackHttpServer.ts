@@ -14,6 +14,7 @@ import { Cause, Context, Effect, Layer, Option } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { truncate } from "../../domain/JsonInput.js"
+import { Supervisor } from "../../ports/Supervisor.js"
 import { InvalidRequest, MethodNotAllowed, NotFound, ProblemContentType, PublicationHttpApi } from "./PublicationHttpApi.js"
 
 /**
@@ -29,8 +30,17 @@ export const RequestTimeoutMs = 30_000
  */
 export const DrainTimeoutMs = 4_000
 
-/** Graceful stop of the loopback server: see `DrainTimeoutMs`. */
-export class HttpDrain extends Context.Tag("dostavka/HttpDrain")<HttpDrain, { readonly drain: Effect.Effect<void> }>() {}
+/** What the loopback server offers beside `HttpServer`. */
+export class LoopbackServer extends Context.Tag("dostavka/LoopbackServer")<LoopbackServer, {
+  /** Graceful stop: see `DrainTimeoutMs`. */
+  readonly drain: Effect.Effect<void>
+  /**
+   * Serves requests that carry `Upgrade` (`h2c`, `websocket`) as the plain HTTP/1.1
+   * requests they also are (RFC 9110 §7.8 lets a server ignore `Upgrade`): the platform
+   * would otherwise hand their socket to a WebSocket handler and never read the body.
+   */
+  readonly ignoreUpgrades: Effect.Effect<void>
+}>() {}
 
 const reasonPhrase: Record<number, string> = { 400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large" }
 
@@ -40,7 +50,7 @@ const reasonPhrase: Record<number, string> = { 400: "Bad Request", 408: "Request
  * time, 400 for anything else malformed. Sent only while the socket is writable and no
  * answer has begun, as Node's own default does (Node, http.Server 'clientError').
  */
-const answerClientError = (error: Error & { readonly code?: string }, socket: Socket) => {
+const answerClientError = (requestTimeoutMs: number) => (error: Error & { readonly code?: string }, socket: Socket) => {
   const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
   if (error.code === "ECONNRESET" || !socket.writable || pending?.headersSent) {
     socket.destroy()
@@ -54,7 +64,7 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: So
     detail: status === 431
       ? "the request's headers exceed 16 KiB"
       : status === 408
-      ? `the request did not arrive within ${RequestTimeoutMs} ms`
+      ? `the request did not arrive within ${requestTimeoutMs} ms`
       : `the request is not valid HTTP/1.1 (${truncate(error.code ?? error.message, 100)})`
   })
   socket.end(
@@ -64,17 +74,34 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: So
 }
 
 /**
- * An HTTP/1.1 server on 127.0.0.1:`port` (0 picks a free one) with `HttpDrain`. Node's
- * parser errors are answered by `answerClientError`; every request is counted, so that
- * `drain` can wait for those in progress.
+ * An HTTP/1.1 server on 127.0.0.1:`port` (0 picks a free one) with `LoopbackServer`.
+ * Node's parser errors are answered by `answerClientError` and CONNECT with a 405; a
+ * request whose headers or body take over `RequestTimeoutMs` gets its 408 within a
+ * second of it; every request is counted, so that `drain` can wait for those in progress.
  */
-export const loopbackHttpServer = (port: number) =>
-  Layer.unwrapEffect(Effect.sync(() => {
-    const server: Server = createServer({ requestTimeout: RequestTimeoutMs })
+export const loopbackHttpServer = (port: number, requestTimeoutMs: number = RequestTimeoutMs) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const supervisor = yield* Effect.serviceOption(Supervisor)
+    // Node checks these timeouts every `connectionsCheckingInterval` (30 s by default),
+    // which would let a stalled request wait up to 60 s for its 408.
+    const server: Server = createServer({ requestTimeout: requestTimeoutMs, headersTimeout: requestTimeoutMs, connectionsCheckingInterval: 1_000 })
     let inFlight = 0
     let draining = false
     let idle: (() => void) | undefined
-    server.on("clientError", answerClientError)
+    server.on("clientError", answerClientError(requestTimeoutMs))
+    // CONNECT asks for a tunnel, which this server never opens (RFC 9110 §9.3.6).
+    server.on("connect", (_request, socket: Socket) => {
+      const body = JSON.stringify({
+        type: "urn:dostavka:problem:method-not-allowed",
+        title: "Method not allowed",
+        status: 405,
+        detail: "CONNECT is not served here"
+      })
+      socket.end(
+        `HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, POST\r\nContent-Type: ${ProblemContentType}\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+      )
+    })
     server.on("request", (_request, response) => {
       inFlight++
       if (draining) response.setHeader("connection", "close")
@@ -85,6 +112,8 @@ export const loopbackHttpServer = (port: number) =>
     })
     const drain = Effect.async<void>((resume) => {
       draining = true
+      // Writes waiting for a database lock give up now, so their requests are answered (503) within the drain.
+      if (Option.isSome(supervisor)) Effect.runSync(supervisor.value.beginStop)
       // Stops listening and, on Node ≥ 19, closes keep-alive connections that are idle.
       server.close()
       server.closeIdleConnections()
@@ -98,9 +127,12 @@ export const loopbackHttpServer = (port: number) =>
       idle = finish
       if (inFlight === 0) finish()
     })
+    const ignoreUpgrades = Effect.sync(() => {
+      server.removeAllListeners("upgrade")
+    })
     return Layer.merge(
       NodeHttpServer.layer(() => server, { host: "127.0.0.1", port }),
-      Layer.succeed(HttpDrain, { drain })
+      Layer.succeed(LoopbackServer, { drain, ignoreUpgrades })
     )
   }))
 
@@ -120,7 +152,7 @@ const allowedMethods = (() => {
   return (path: string) => [...new Set(routes.filter(([pattern]) => pattern.test(path)).map(([, method]) => method))]
 })()
 
-const problem = (status: number, body: NotFound | MethodNotAllowed, headers: Record<string, string> = {}) => {
+const problem = (status: number, body: NotFound | MethodNotAllowed | InvalidRequest, headers: Record<string, string> = {}) => {
   const { _tag: _, ...wire } = body
   return HttpServerResponse.unsafeJson(wire, { status, contentType: ProblemContentType, headers })
 }
@@ -144,13 +176,19 @@ const edge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
       Option.match(failureIf(cause, isRouteNotFound), {
         onNone: () => Effect.failCause(cause),
         onSome: (error) => {
-          const path = new URL(error.request.url, "http://localhost").pathname
+          const path = error.request.url.split("?")[0] ?? ""
           const allowed = allowedMethods(path)
           const what = `${error.request.method} ${truncate(path, 200)}`
+          if (allowed.length === 0) return Effect.succeed(problem(404, new NotFound({ detail: `${what} is not known here` })))
+          // The path has a route for this method, and the router still refused it: a
+          // segment's percent-encoding does not decode (`%zz`, bytes that are not UTF-8),
+          // or it is over the router's 100 characters.
+          if (allowed.includes(error.request.method)) {
+            const issue = { field: "(path)", message: "has a segment that is not valid percent-encoded UTF-8, or is over 100 characters" }
+            return Effect.succeed(problem(400, new InvalidRequest({ detail: `(path): ${issue.message}`, errors: [issue] })))
+          }
           return Effect.succeed(
-            allowed.length === 0
-              ? problem(404, new NotFound({ detail: `${what} is not known here` }))
-              : problem(405, new MethodNotAllowed({ detail: `${what}: use ${allowed.join(", ")}` }), { allow: allowed.join(", ") })
+            problem(405, new MethodNotAllowed({ detail: `${what}: use ${allowed.join(", ")}` }), { allow: allowed.join(", ") })
           )
         }
       })
@@ -189,14 +227,15 @@ const headerProblems = HttpApiBuilder.middleware(PublicationHttpApi, (app) =>
  * Serves the `HttpApi` in context (`HttpApiBuilder.api(PublicationHttpApi)` with its
  * handlers) with `/openapi.json` and an interactive page at `/docs` (Scalar, its script
  * served inline: no CDN), on the loopback server in context. At shutdown it drains
- * (`HttpDrain`) before the handler is taken off the server, so a request that arrives on
- * a kept-alive connection meanwhile is still answered.
+ * (`LoopbackServer`) before the handler is taken off the server, so a request that
+ * arrives on a kept-alive connection meanwhile is still answered.
  */
 export const servePublicationApi = Layer.scopedDiscard(Effect.gen(function*() {
   const app = yield* HttpApiBuilder.httpApp
   yield* HttpServer.serveEffect(edge(app))
-  const { drain } = yield* HttpDrain
-  yield* Effect.addFinalizer(() => drain)
+  const server = yield* LoopbackServer
+  yield* server.ignoreUpgrades
+  yield* Effect.addFinalizer(() => server.drain)
 })).pipe(
   Layer.provide([
     HttpApiScalar.layer({ path: "/docs" }),

@@ -1,12 +1,12 @@
-import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { PublicationQueries } from "../../app/queries.js"
 import { publishMaterial } from "../../app/publishMaterial.js"
 import { JsonContentType, mediaType } from "../../domain/Envelope.js"
 import { describeCause, type FieldIssue, type PersistenceError } from "../../domain/errors.js"
 import { parseJsonBytes, truncate } from "../../domain/JsonInput.js"
-import { MaxBodyBytes } from "../../domain/Material.js"
+import { MaterialId, MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, type IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import {
@@ -151,14 +151,17 @@ export const PublicationsLive = HttpApiBuilder.group(PublicationHttpApi, "public
               })
           }))
         ))
-      .handleRaw("getMaterial", ({ request }) =>
+      .handleRaw("getMaterial", () =>
         Effect.gen(function*() {
-          const raw = new URL(request.url, "http://localhost").pathname.slice("/v1/materials/".length)
-          let id: string
-          try {
-            id = decodeURIComponent(raw)
-          } catch {
-            return yield* invalid([{ field: "material_id", message: "is not a valid percent-encoded path" }])
+          // The router has decoded the rest of the path; `.` and `..` segments in it
+          // (encoded as %2e) are refused here, never resolved against the path.
+          const id = (yield* HttpRouter.params)["*"] ?? ""
+          const valid = Schema.decodeUnknownEither(MaterialId)(id)
+          if (Either.isLeft(valid)) {
+            return yield* invalid([{
+              field: "material_id",
+              message: truncate(ParseResult.ArrayFormatter.formatErrorSync(valid.left)[0]?.message ?? "is not a material id")
+            }])
           }
           const found = yield* queries.findMaterial(id).pipe(Effect.catchTag("PersistenceError", unavailable("api")))
           if (Option.isNone(found)) return yield* new NotFound({ detail: `material '${truncate(id, 200)}' is not known here` })

@@ -2,10 +2,12 @@ import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Data, Duration, Effect, Layer, Schedule } from "effect"
+import { Context, Data, Duration, Effect, Layer, Option, Schedule } from "effect"
+import Sqlite from "better-sqlite3"
 import { mkdirSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { PersistenceError } from "../../domain/errors.js"
+import { Supervisor } from "../../ports/Supervisor.js"
 import { Transaction } from "../../ports/Transaction.js"
 
 /** The three service databases: one SQLite file each, never shared between services. */
@@ -153,11 +155,11 @@ const runMigrations = Migrator.make({})
 export const databaseFile = (dataDir: string, service: ServiceDatabase): string => join(dataDir, `${service}.db`)
 
 /**
- * How long better-sqlite3 itself waits for a lock, in ms. Its wait is synchronous and
- * holds the event loop, so it is kept short; longer waits are `busyRetry`'s, between
- * attempts, with the event loop free.
+ * How long better-sqlite3 itself waits for a lock, in ms: not at all. Its wait is
+ * synchronous and holds the event loop (with many requests waiting, for good), so every
+ * wait is `busyRetry`'s instead, between attempts, with the event loop free.
  */
-export const NativeBusyTimeoutMs = 10
+export const NativeBusyTimeoutMs = 0
 
 /**
  * Retries an operation that found the database locked by another connection: from 5 ms,
@@ -175,41 +177,49 @@ export const busyRetry = (budget: Duration.DurationInput) =>
 /** The database file this process opened is gone from its path, or another file took its place. */
 export class DatabaseFileLost extends Data.TaggedError("DatabaseFileLost")<{ readonly filename: string; readonly detail: string }> {
   override get message() {
-    return `${this.filename} ${this.detail}; writes would go to a file nobody will read again`
+    return `${this.detail}; writes would go to a file nobody will read again`
   }
 }
 
 /**
- * The identity (device and inode) of the file a connection opened, and a check that its
- * path still names that file. A file removed or replaced under a running process (`rm`,
- * a restore copied over it) keeps receiving that process's writes unseen; the check,
- * made before each commit, turns that into `DatabaseFileLost`.
+ * The identity (device and inode) of the files a connection opened, and a check that
+ * their paths still name them: the database, its write-ahead log (`-wal`) and its
+ * shared-memory index (`-shm`), which SQLite keeps while any connection is open. A file
+ * removed or replaced under a running process (`rm`, a restore copied over it) keeps
+ * receiving that process's writes unseen, and a log removed takes every transaction not
+ * yet checkpointed with it at the next start; the check, made before each commit, turns
+ * either into `DatabaseFileLost`.
  */
 export class SqliteFile extends Context.Tag("dostavka/SqliteFile")<SqliteFile, {
   readonly filename: string
   readonly verify: Effect.Effect<void, DatabaseFileLost>
 }>() {}
 
-const identityOf = (filename: string): string => {
-  const stat = statSync(filename)
-  return `${stat.dev}:${stat.ino}`
+const identityOf = (path: string): string | undefined => {
+  try {
+    const stat = statSync(path)
+    return `${stat.dev}:${stat.ino}`
+  } catch {
+    return undefined
+  }
 }
 
 const sqliteFileLayer = (filename: string) =>
   Layer.effect(
     SqliteFile,
     Effect.sync(() => {
-      const opened = identityOf(filename)
+      const paths = [filename, `${filename}-wal`, `${filename}-shm`]
+      const opened = paths.map(identityOf)
       return {
         filename,
         verify: Effect.suspend(() => {
-          let now: string
-          try {
-            now = identityOf(filename)
-          } catch {
-            return Effect.fail(new DatabaseFileLost({ filename, detail: "was removed" }))
+          for (const [i, path] of paths.entries()) {
+            if (opened[i] === undefined) continue
+            const now = identityOf(path)
+            if (now === undefined) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was removed` }))
+            if (now !== opened[i]) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was replaced by another file` }))
           }
-          return now === opened ? Effect.void : Effect.fail(new DatabaseFileLost({ filename, detail: "was replaced by another file" }))
+          return Effect.void
         })
       }
     })
@@ -219,6 +229,26 @@ const sqliteFileLayer = (filename: string) =>
 class MigrationsPending extends Data.TaggedError("MigrationsPending")<{ readonly code: "SQLITE_BUSY" }> {}
 
 /**
+ * Creates the file if needed and puts it in WAL mode with a connection that never waits
+ * for a lock itself, so that a lock held by another process (a second role starting on
+ * the same new data dir) is waited out by `busyRetry`, interruptibly, instead of by
+ * SQLite's synchronous wait inside the client's own first statement.
+ */
+const prepareFile = (filename: string, busyBudget: Duration.DurationInput) =>
+  Effect.try({
+    try: () => {
+      mkdirSync(dirname(filename), { recursive: true })
+      const db = new Sqlite(filename, { timeout: NativeBusyTimeoutMs })
+      try {
+        db.pragma("journal_mode = WAL")
+      } finally {
+        db.close()
+      }
+    },
+    catch: (cause) => new SqlError({ cause, message: `opening ${filename}` })
+  }).pipe(Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy }))
+
+/**
  * Opens (creating it if needed) the SQLite file of one service in WAL mode with
  * `synchronous = FULL`, and brings its schema up to date with `@effect/sql`'s Migrator
  * (table `effect_sql_migrations`).
@@ -226,17 +256,14 @@ class MigrationsPending extends Data.TaggedError("MigrationsPending")<{ readonly
  * `synchronous = FULL` makes every commit fsync the WAL before it returns, so a commit
  * that an ack or a 202 follows survives a power loss or an OS crash, not only a crash of
  * the process (SQLite, "PRAGMA synchronous": in WAL mode NORMAL may roll back the last
- * transactions after a power loss). The busy timeout is `NativeBusyTimeoutMs`; a lock
- * held longer, by another process opening or migrating the same file at the same time,
- * is waited out by `busyRetry(busyBudget)`. Provides `SqlClient`, `SqliteClient` and
- * `SqliteFile`; fails with `SqlError` or `MigrationError` when the file cannot be opened
- * or migrated for another reason, or the lock outlasts the budget.
+ * transactions after a power loss). SQLite's own busy timeout is `NativeBusyTimeoutMs`
+ * (0): a lock held by another process opening or migrating the same file at the same
+ * time is waited out by `busyRetry(busyBudget)`. Provides `SqlClient`, `SqliteClient`
+ * and `SqliteFile`; fails with `SqlError` or `MigrationError` when the file cannot be
+ * opened or migrated for another reason, or the lock outlasts the budget.
  */
 export const databaseLayer = (filename: string, service: ServiceDatabase, busyBudget: Duration.DurationInput = "5 seconds") => {
-  const client = Layer.unwrapEffect(Effect.sync(() => {
-    mkdirSync(dirname(filename), { recursive: true })
-    return SqliteClient.layer({ filename })
-  }))
+  const client = Layer.unwrapEffect(Effect.as(prepareFile(filename, busyBudget), SqliteClient.layer({ filename })))
   const expected = Object.keys(migrations[service]).length
   const migrate = Layer.effectDiscard(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -250,7 +277,7 @@ export const databaseLayer = (filename: string, service: ServiceDatabase, busyBu
     Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy })
   ))
   const opened = Layer.retry(client, busyRetry(busyBudget).pipe(Schedule.whileInput(isBusy)))
-  return Layer.provideMerge(Layer.merge(migrate, sqliteFileLayer(filename)), opened)
+  return Layer.provideMerge(sqliteFileLayer(filename), Layer.provideMerge(migrate, opened))
 }
 
 /**
@@ -270,7 +297,8 @@ export const readerLayer = (filename: string) => SqliteClient.layer({ filename, 
  * write that changes nothing, which takes the write lock up front. When another
  * connection holds that lock, the whole transaction is tried again by
  * `busyRetry(settings.storeBusyTimeout)` without blocking the event loop, and fails with
- * `PersistenceError` (`unavailable`) past it. Before committing, it checks that the file
+ * `PersistenceError` (`unavailable`) past it, or at once when the process is stopping
+ * (`Supervisor.beginStop`). Before committing, it checks that the file
  * is still the one it opened (`SqliteFile`), else fails with `PersistenceError` (`lost`)
  * and commits nothing. A nested `run` is a savepoint: when it fails, only its own writes
  * are undone.
@@ -281,7 +309,11 @@ export const TransactionSqlite = (busyBudget: Duration.DurationInput) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const file = yield* SqliteFile
-      const schedule = busyRetry(busyBudget)
+      const supervisor = yield* Effect.serviceOption(Supervisor)
+      // Once the process is stopping, a transaction stops waiting for the lock: its caller answers now.
+      const schedule = busyRetry(busyBudget).pipe(
+        Schedule.checkEffect(() => Option.match(supervisor, { onNone: () => Effect.succeed(true), onSome: (s) => Effect.map(s.stopping, (b) => !b) }))
+      )
       const takeWriteLock = sql`UPDATE write_lock SET n = n WHERE 0`
       const asPersistence = (operation: string) => (cause: SqlError | DatabaseFileLost) =>
         Effect.fail(new PersistenceError({ operation, kind: persistenceKind(cause), cause }))
