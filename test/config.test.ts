@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, ConfigProvider, Duration, Effect, Fiber, Redacted, Ref, TestClock } from "effect"
-import { reconnectPolicy, settingsConfig } from "../src/config.js"
+import { Clock, ConfigProvider, Duration, Effect, Fiber, Random, Redacted, Ref, TestClock } from "effect"
+import { describeConfigError, logLevelConfig, reconnectPolicy, settingsConfig } from "../src/config.js"
 import { scrubCredentials } from "../src/adapters/amqp/AmqpConnection.js"
 
 /** The gaps in ms between the attempts `policy` allows for an effect that always fails, over `span`. */
@@ -18,6 +18,16 @@ const gapsOver = (policy: typeof reconnectPolicy, span: Duration.DurationInput) 
   })
 
 describe("reconnectPolicy", () => {
+  it.effect("is jittered: the gaps are not exact doublings of 250 ms", () =>
+    Effect.gen(function*() {
+      const gaps = yield* gapsOver(reconnectPolicy, "30 seconds").pipe(Effect.withRandom(Random.make("a fixed seed")))
+      const exact = gaps.slice(0, 6).map((_, i) => 250 * 2 ** i)
+      expect(gaps.slice(0, 6)).not.toEqual(exact)
+      const offBy = gaps.slice(0, 6).map((g, i) => Math.abs(g / exact[i]! - 1))
+      expect(offBy.filter((d) => d > 0.01).length).toBeGreaterThanOrEqual(4)
+      expect(Math.max(...offBy)).toBeLessThanOrEqual(0.2)
+    }))
+
   it.effect("starts near 250 ms, roughly doubles with jitter, and never waits more than 30 s", () =>
     Effect.gen(function*() {
       const gaps = yield* gapsOver(reconnectPolicy, "5 minutes")
@@ -50,6 +60,30 @@ describe("settings", () => {
         relayWindow: 100
       })
       expect(String(s.amqpUrl)).not.toContain("guest")
+    }))
+
+  it.effect.each([
+    [{ DOSTAVKA_HTTP_PORT: "abc" }, 'DOSTAVKA_HTTP_PORT="abc" is not accepted: use an integer from 1 to 65535'],
+    [{ DOSTAVKA_HTTP_PORT: "0" }, 'DOSTAVKA_HTTP_PORT="0" is not accepted: use an integer from 1 to 65535'],
+    [{ DOSTAVKA_HTTP_PORT: "70000" }, 'DOSTAVKA_HTTP_PORT="70000" is not accepted: use an integer from 1 to 65535'],
+    [{ DOSTAVKA_PREFIX: "no spaces" }, 'DOSTAVKA_PREFIX="no spaces" is not accepted: use 1–100 characters of A-Z a-z 0-9 . _ -'],
+    [{ DOSTAVKA_QUEUE_TYPE: "stream" }, 'DOSTAVKA_QUEUE_TYPE="stream" is not accepted: use classic or quorum'],
+    [{ DOSTAVKA_PREFETCH: "0" }, 'DOSTAVKA_PREFETCH="0" is not accepted: use an integer from 1 to 65535'],
+    [{ DOSTAVKA_CONFIRM_TIMEOUT_MS: "abc" }, 'DOSTAVKA_CONFIRM_TIMEOUT_MS="abc" is not accepted: use an integer from 100 to 600000 (milliseconds)'],
+    [{ DOSTAVKA_AMQP_URL: "http://u:hunter2@h" }, "DOSTAVKA_AMQP_URL=(hidden) is not accepted: its scheme is http:; use amqp:// or amqps://"],
+    [{ DOSTAVKA_RELAY_LEASE_MS: "4000" }, "DOSTAVKA_RELAY_LEASE_MS=4000 is not accepted: it must exceed DOSTAVKA_CONFIRM_TIMEOUT_MS (5000)"]
+  ] as ReadonlyArray<readonly [Record<string, string>, string]>)("%j is refused in one line that names the variable and what is accepted", ([env, message]) =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(load(env))
+      expect(describeConfigError(error)).toContain(message)
+      expect(describeConfigError(error)).not.toContain("hunter2")
+    }))
+
+  it.effect("the log level accepts warning, and refuses what it does not know", () =>
+    Effect.gen(function*() {
+      const level = (value: string) => Effect.withConfigProvider(logLevelConfig, ConfigProvider.fromMap(new Map([["DOSTAVKA_LOG_LEVEL", value]])))
+      expect((yield* level("warning")).label).toBe("WARN")
+      expect(describeConfigError(yield* Effect.flip(level("verbose")))).toBe('DOSTAVKA_LOG_LEVEL="verbose" is not accepted: use debug, info, warning or error')
     }))
 
   it.effect("a bad value fails naming the variable", () =>

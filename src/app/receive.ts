@@ -73,6 +73,10 @@ export interface IncomingMessage {
   readonly body: Uint8Array
   /** Failed attempts before this delivery, from the kit's own header (0 for a first delivery or a replay). */
   readonly attempts: number
+  /** The publisher's `user_id`, which the broker validated against its connection's user. */
+  readonly userId: string | undefined
+  /** True when it came straight from the events exchange, false for a retry, a replay, or a message moved by an operator. */
+  readonly fromEventsExchange: boolean
 }
 
 /** The consumer's instruction for one delivery. */
@@ -83,7 +87,7 @@ export type Verdict = Data.TaggedEnum<{
   Retry: { readonly failure: HandlerFailure; readonly tier: number; readonly delay: Duration.Duration; readonly attempts: number }
   /** Can never be processed, or out of attempts: a copy to the handler's dead queue, confirmed, then ack. */
   DeadLetter: {
-    readonly reason: "incompatible" | "exhausted"
+    readonly reason: "incompatible" | "exhausted" | "untrusted-publisher"
     readonly failure: IncompatibleMessage | HandlerFailure
     readonly attempts: number
   }
@@ -108,6 +112,21 @@ const onStoreFailure = (policy: RetryPolicy, attemptsBefore: number, error: Pers
   error.kind === "lost"
     ? Verdict.Halt({ detail: `${error.operation}: ${describeCause(error.cause)}` })
     : failed(policy, attemptsBefore, classifyPersistence(error))
+
+/**
+ * Trust in a delivery's publisher: with `trustedPublisher` set, an event that came straight
+ * from the events exchange must carry that broker user as its `user_id` (RabbitMQ checks
+ * `user_id` against the publishing connection's user, "Validated User-ID"). Retries and
+ * replays come through the handler's own exchange, which only the kit's users may write
+ * to (see `scripts/broker-users.sh`), so they are not checked again.
+ */
+const untrusted = (incoming: IncomingMessage, trustedPublisher: Option.Option<string>): IncompatibleMessage | undefined =>
+  Option.isSome(trustedPublisher) && incoming.fromEventsExchange && incoming.userId !== trustedPublisher.value
+    ? new IncompatibleMessage({
+      errorTag: "UntrustedPublisher",
+      detail: `published by ${incoming.userId === undefined ? "a user who did not set user_id" : `'${incoming.userId.slice(0, 100)}'`}, not by the trusted publisher '${trustedPublisher.value}'`
+    })
+    : undefined
 
 /** Decodes a delivery into the event it carries, or says why it is incompatible. */
 const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; message: ReceivedMessage }, IncompatibleMessage> => {
@@ -134,6 +153,8 @@ const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; m
 /**
  * Decides what becomes of a batch of deliveries for `handler` (group commit), in their
  * order:
+ * - one from a publisher that is not `trustedPublisher` (when set, see `untrusted`) is
+ *   dead-lettered at once as `untrusted-publisher`;
  * - an incompatible one (an unknown type or version, a non-JSON content type, a body that
  *   fails the schema, a missing `message_id`, or one that is not the event's `event_id`)
  *   is dead-lettered at once;
@@ -146,11 +167,14 @@ const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; m
  *   database file was lost, the receiver halts).
  * Never fails; an interruption interrupts.
  */
-export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy) =>
+export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
 (batch: ReadonlyArray<IncomingMessage>): Effect.Effect<ReadonlyArray<Verdict>, never, R | Transaction | Inbox> =>
   Effect.gen(function*() {
     const transaction = yield* Transaction
-    const decoded = batch.map(decode)
+    const decoded = batch.map((incoming) => {
+      const refusal = untrusted(incoming, trustedPublisher)
+      return refusal === undefined ? decode(incoming) : Either.left(refusal)
+    })
     const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
     const received = receivable.length === 0 ? Exit.succeed([]) : yield* Effect.exit(transaction.run(
       Effect.forEach(receivable, ([i, { event, message }]) =>
@@ -172,7 +196,8 @@ export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy) =>
     let next = 0
     for (const [i, d] of decoded.entries()) {
       if (Either.isLeft(d)) {
-        verdicts.push(Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts }))
+        const reason = d.left.errorTag === "UntrustedPublisher" ? "untrusted-publisher" : "incompatible"
+        verdicts.push(Verdict.DeadLetter({ reason, failure: d.left, attempts: batch[i]!.attempts }))
       } else if (Exit.isSuccess(received)) {
         verdicts.push(received.value[next++]!)
       } else {
@@ -188,5 +213,5 @@ export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy) =>
   }).pipe(Effect.withSpan("Receiver.judgeAll", { attributes: { handler: handler.name, batch: batch.length } }))
 
 /** `judgeAll` for one delivery. */
-export const judge = <R>(handler: Handler<R>, policy: RetryPolicy) => (incoming: IncomingMessage) =>
-  Effect.map(judgeAll(handler, policy)([incoming]), (verdicts) => verdicts[0]!)
+export const judge = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
+(incoming: IncomingMessage) => Effect.map(judgeAll(handler, policy, trustedPublisher)([incoming]), (verdicts) => verdicts[0]!)

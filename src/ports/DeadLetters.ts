@@ -1,8 +1,8 @@
 import { Context, Data, type Effect } from "effect"
 import type { HandlerName } from "../domain/HandlerName.js"
 
-/** Why a message is dead: the kit could never process it, gave up on it, or the broker dead-lettered it. */
-export type DeadReason = "incompatible" | "exhausted" | "rejected-by-broker"
+/** Why a message is dead: the kit could never process it, gave up on it, did not trust its publisher, or the broker dead-lettered it. */
+export type DeadReason = "incompatible" | "exhausted" | "untrusted-publisher" | "rejected-by-broker"
 
 /** One message on a handler's dead-letter queue, as an operator sees it. */
 export interface DeadLetter {

@@ -5,21 +5,39 @@ import { PublicationQueries } from "../app/queries.js"
 import { loopbackHttpServer, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
 import { PublicationHttpApi } from "../adapters/http/PublicationHttpApi.js"
 import { PublicationsLive } from "../adapters/http/PublicationHttpHandlers.js"
+import type { MaterialStore } from "../ports/MaterialStore.js"
+import type { Outbox } from "../ports/Outbox.js"
+import type { PublicationRequests } from "../ports/PublicationRequests.js"
+import type { Transaction } from "../ports/Transaction.js"
 import { ApiQueryStores, ApiStores } from "./databases.js"
+
+type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
+
+/**
+ * The publication API on 127.0.0.1:`port`, writing through `writes` and reading through
+ * `reads` (the same ports, over a read-only connection in production; memory in unit
+ * tests). Exposes the `HttpServer`, so a caller can read the bound address (port 0
+ * picks a free one). Needs the `OutboxSignal` it rings after each commit and the
+ * `Supervisor` it halts when its database is lost.
+ */
+export const publicationApi = <E1, R1, E2, R2>(
+  port: number,
+  writes: Layer.Layer<ApiPorts, E1, R1>,
+  reads: Layer.Layer<Outbox | MaterialStore | PublicationRequests, E2, R2>
+) =>
+  servePublicationApi.pipe(
+    Layer.provide(HttpApiBuilder.api(PublicationHttpApi)),
+    Layer.provide(PublicationsLive),
+    Layer.provide(PublicationQueries.layer.pipe(Layer.provide(reads))),
+    HttpServer.withLogAddress,
+    Layer.merge(Layer.scopedDiscard(Effect.addFinalizer(() => Effect.logInfo("api stopped")))),
+    Layer.provideMerge(loopbackHttpServer(port)),
+    Layer.provide(writes)
+  )
 
 /**
  * The `api` role: the publication API on 127.0.0.1:`DOSTAVKA_HTTP_PORT`, writing through
- * `api.db`'s stores and reading through a read-only connection of its own. Exposes the
- * `HttpServer` so a caller can read the bound address (port 0 picks a free one). Needs
- * `Settings`, the `OutboxSignal` it rings after each commit, and the `Supervisor` it
- * halts when `api.db` is removed under it.
+ * `api.db`'s stores and reading through a read-only connection of its own. Needs
+ * `Settings`, `OutboxSignal` and `Supervisor`.
  */
-export const ApiRole = servePublicationApi.pipe(
-  Layer.provide(HttpApiBuilder.api(PublicationHttpApi)),
-  Layer.provide(PublicationsLive),
-  Layer.provide(PublicationQueries.layer.pipe(Layer.provide(ApiQueryStores))),
-  HttpServer.withLogAddress,
-  Layer.merge(Layer.scopedDiscard(Effect.addFinalizer(() => Effect.logInfo("api stopped")))),
-  Layer.provideMerge(Layer.unwrapEffect(Effect.map(Settings, (s) => loopbackHttpServer(s.httpPort)))),
-  Layer.provide(ApiStores)
-)
+export const ApiRole = Layer.unwrapEffect(Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores)))

@@ -1,20 +1,21 @@
 import { Effect } from "effect"
 import { reconnectPolicy, Settings } from "../config.js"
 import { brokerAccessOf, openConnection } from "../adapters/amqp/AmqpConnection.js"
-import { declareTopology, topologyOf } from "../adapters/amqp/Topology.js"
+import { declarePlan, topologyPlanOf, type TopologyPart } from "../adapters/amqp/Topology.js"
 
 /**
- * Declares the whole topology once at a role's start, waiting for the broker by
- * `reconnectPolicy` while it is unreachable, so that a 406 mismatch stops the role at
- * start with `TopologyMismatch` instead of in a background loop. The connection is named
+ * Declares the role's part of the topology once at its start, waiting for the broker by
+ * `reconnectPolicy` while it is unreachable, so that a 406 mismatch, or a broker that
+ * refuses the login, vhost or TLS (`BrokerRefused`), stops the role at start with one
+ * line instead of in a background loop. The connection is named
  * `<prefix>-<connectionName>`.
  */
-export const declareAtStart = (connectionName: string) =>
+export const declareAtStart = (connectionName: string, part: TopologyPart) =>
   Effect.gen(function*() {
     const settings = yield* Settings
     yield* Effect.scoped(
       Effect.flatMap(openConnection(brokerAccessOf(settings), `${settings.prefix}-${connectionName}`), (connection) =>
-        declareTopology(connection, topologyOf(settings)))
+        declarePlan(connection, topologyPlanOf(settings, part)))
     ).pipe(
       Effect.tapError((error) =>
         error._tag === "BrokerUnavailable"

@@ -6,7 +6,7 @@ import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
 import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
 import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
-import { topologyOf } from "../adapters/amqp/Topology.js"
+import { topologyPlanOf } from "../adapters/amqp/Topology.js"
 import type { Inbox } from "../ports/Inbox.js"
 import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
@@ -25,9 +25,9 @@ export const receiverRole = <R>(handler: Handler<R>) =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const settings = yield* Settings
-      const topology = topologyOf(settings)
+      const topology = topologyPlanOf(settings, handler.name)
       const policy = settings.retry[handler.name]
-      yield* declareAtStart(`${handler.name}-setup`)
+      yield* declareAtStart(`${handler.name}-setup`, handler.name)
       const copies = yield* makeAmqpPublisher({
         access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${handler.name}-publisher`,
@@ -48,7 +48,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
           handler: handler.name,
           retryDelays: policy.delays,
           prefetch: settings.prefetch,
-          decide: (batch) => Effect.provide(judgeAll(handler, policy)(batch), context),
+          decide: (batch) => Effect.provide(judgeAll(handler, policy, settings.trustedPublisher)(batch), context),
           copies,
           requeueDelay: copyRequeueDelay,
           maxHandBacks: 3,

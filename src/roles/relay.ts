@@ -15,7 +15,7 @@ import { Supervisor } from "../ports/Supervisor.js"
  */
 export const RelayRole = Layer.scopedDiscard(
   Effect.gen(function*() {
-    yield* declareAtStart("relay-setup")
+    yield* declareAtStart("relay-setup", "relay")
     // Added before the fork, so it runs after the relay fiber has been interrupted.
     yield* Effect.addFinalizer(() => Effect.logInfo("relay stopped"))
     const supervisor = yield* Supervisor

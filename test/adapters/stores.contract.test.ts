@@ -81,6 +81,21 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       expect(yield* outbox.parked(10)).toEqual([])
     }).pipe(Effect.provide(api)))
 
+  it.effect("transaction: a failed savepoint undoes only its own writes; the outer transaction commits the rest", () =>
+    Effect.gen(function*() {
+      const transaction = yield* Transaction
+      const materials = yield* MaterialStore
+      yield* transaction.run(Effect.gen(function*() {
+        yield* materials.insert(revision("s", 1))
+        const inner = yield* Effect.exit(transaction.run(Effect.zipRight(materials.insert(revision("s", 2)), Effect.fail("inner failed" as const))))
+        expect(inner._tag).toBe("Failure")
+        yield* materials.insert(revision("s", 3))
+      }))
+      expect(Option.getOrThrow(yield* materials.latest("s")).revision).toBe(3)
+      expect(yield* Effect.flip(materials.insert(revision("s", 1)))).toBeInstanceOf(PersistenceError)
+      yield* materials.insert(revision("s", 2))
+    }).pipe(Effect.provide(api)))
+
   it.effect("outbox lease: one owner at a time, renewable, free after expiry or release", () =>
     Effect.gen(function*() {
       const outbox = yield* Outbox

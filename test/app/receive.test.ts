@@ -48,11 +48,16 @@ describe("the inbox", () => {
       expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toEqual({ applied: 1, stale: 0, duplicates: 2 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
-  it.effect("receipts are per handler: catalog and audit each apply the same message once", () =>
+  it.effect("receipts are per handler: catalog and audit each apply the same message once, and only once", () =>
     Effect.gen(function*() {
       const event = MaterialMother.event()
       expect(yield* deliver(catalogHandler, event)).toBe("applied")
       expect(yield* deliver(auditHandler, event)).toBe("applied")
+      expect(yield* deliver(catalogHandler, event)).toBe("duplicate")
+      expect(yield* deliver(auditHandler, event)).toBe("duplicate")
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toEqual({ applied: 1, stale: 0, duplicates: 1 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toEqual({ applied: 1, stale: 0, duplicates: 1 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("a failing effect leaves no receipt, so the retry applies it", () =>
@@ -141,8 +146,11 @@ describe("group commit (judgeAll)", () => {
       const poisoned = events[2]!.eventId
       const picky = {
         ...auditHandler,
+        // It writes its record, then dies: the savepoint must take the record back.
         apply: (event: typeof events[number], message: { messageId: string; correlationId: string }) =>
-          event.eventId === poisoned ? Effect.die(new Error("bug on this one")) : auditHandler.apply(event, message)
+          event.eventId === poisoned
+            ? Effect.zipRight(auditHandler.apply(event, message), Effect.die(new Error("bug on this one")))
+            : auditHandler.apply(event, message)
       }
       const batch = [...events.map((e) => MaterialMother.incoming(e)), MaterialMother.incoming(events[0]!)]
       const verdicts = yield* judgeAll(picky, policy)(batch)

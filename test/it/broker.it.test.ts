@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
 import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
-import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
+import { declareTopology, namesOf, topologyOf, topologyPlanOf } from "../../src/adapters/amqp/Topology.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiStores } from "../../src/roles/databases.js"
@@ -59,7 +59,7 @@ describe("relay and topology on the real broker", () => {
       const publisher = yield* makeAmqpPublisher({
         access: testAccess,
         connectionName: "dostavka-test-publisher",
-        topology: topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }),
+        topology: topologyPlanOf({ prefix, queueType: "classic", retry: testRetryByHandler }, "all"),
         confirmTimeout: "5 seconds"
       })
       const message = (routingKey: string, id: string) => ({

@@ -41,6 +41,8 @@ export const MaterialMother = {
       contentType: envelope.contentType,
       body: Buffer.from(envelope.body, "utf8"),
       attempts: 0,
+      userId: undefined,
+      fromEventsExchange: true,
       ...overrides
     }
   }

@@ -16,12 +16,12 @@ export class BrokerUnavailable extends Data.TaggedError("BrokerUnavailable")<{
 
 /**
  * The broker answered, and refused us for a reason that will not pass by itself: the
- * login (403 ACCESS_REFUSED), the vhost (530 NOT_ALLOWED), or TLS against a port that does
- * not speak it. At a role's start this ends the process with one line; later, it is
+ * login (403 ACCESS_REFUSED), the vhost (530 NOT_ALLOWED), TLS against a port that does
+ * not speak it, or the user's permissions (403 on a declaration). At a role's start this ends the process with one line; later, it is
  * logged at error level on each attempt (an operator may be fixing it).
  */
 export class BrokerRefused extends Data.TaggedError("BrokerRefused")<{
-  readonly reason: "authentication" | "vhost" | "tls"
+  readonly reason: "authentication" | "vhost" | "tls" | "permissions"
   readonly detail: string
 }> {
   override get message() {

@@ -8,7 +8,7 @@ import { type PublishOutcome, Rejected } from "../../ports/EventBus.js"
 import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
 import type { AmqpPublisher, RawPublish } from "./AmqpPublisher.js"
 import { attemptsOf, deadCopy, retryCopy } from "./FailureHeaders.js"
-import { declareTopology, HandlerRoutes, namesOf, type Topology } from "./Topology.js"
+import { declarePlan, HandlerRoutes, namesOf, type TopologyPlan } from "./Topology.js"
 
 /** The receiver stopped consuming because going on would lose what it applies (see the `Halt` verdict). */
 export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonly detail: string }> {
@@ -20,7 +20,7 @@ export class ReceiverHalted extends Data.TaggedError("ReceiverHalted")<{ readonl
 export interface ConsumerOptions<R> {
   readonly access: BrokerAccess
   readonly connectionName: string
-  readonly topology: Topology
+  readonly topology: TopologyPlan
   readonly prefix: string
   readonly handler: HandlerName
   /** The handler's retry delays; a `Retry` verdict's tier indexes them. */
@@ -38,15 +38,21 @@ export interface ConsumerOptions<R> {
   readonly reconnect: Schedule.Schedule<unknown, unknown>
 }
 
-/** What the use case needs of a delivery: the properties the kit sets, the body's bytes (decoded later, strictly), its failed attempts. */
-export const toIncoming = (message: Message): IncomingMessage => ({
+/**
+ * What the use case needs of a delivery: the properties the kit sets, the body's bytes
+ * (decoded later, strictly), its failed attempts, and who published it (`user_id`, and
+ * whether it came straight from `eventsExchange`).
+ */
+export const toIncoming = (message: Message, eventsExchange?: string): IncomingMessage => ({
   messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
   correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
   type: typeof message.properties.type === "string" ? message.properties.type : undefined,
   schemaVersion: message.properties.headers?.[SchemaVersionHeader],
   contentType: typeof message.properties.contentType === "string" ? message.properties.contentType : undefined,
   body: message.content,
-  attempts: attemptsOf(message.properties)
+  attempts: attemptsOf(message.properties),
+  userId: typeof message.properties.userId === "string" ? message.properties.userId : undefined,
+  fromEventsExchange: eventsExchange !== undefined && message.fields.exchange === eventsExchange
 })
 
 /** How one delivery of a batch is settled once its verdict and its copy's outcome are known. */
@@ -89,7 +95,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
 
   const session = Effect.scoped(Effect.gen(function*() {
     const connection = yield* openConnection(options.access, options.connectionName)
-    yield* declareTopology(connection, options.topology)
+    yield* declarePlan(connection, options.topology)
     const channel = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => connection.createChannel(),
@@ -216,7 +222,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
 
     const processBatch = (batch: ReadonlyArray<ConsumeMessage>) =>
       Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
-        const verdicts = yield* options.decide(batch.map(toIncoming)).pipe(
+        const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, names.exchange))).pipe(
           Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
           Effect.catchAllDefect((defect) =>
             Effect.as(

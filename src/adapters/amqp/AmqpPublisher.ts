@@ -4,7 +4,7 @@ import { describeCause } from "../../domain/errors.js"
 import { Confirmed, type PublishOutcome, Rejected, Unknown } from "../../ports/EventBus.js"
 import { AmqpClient, type AmqpConfirmChannel } from "./AmqpClient.js"
 import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
-import { declareTopology, type Topology } from "./Topology.js"
+import { declarePlan, type TopologyPlan } from "./Topology.js"
 
 /** One message to publish; `options.messageId` is required, it ties a basic.return to its publish. */
 export interface RawPublish {
@@ -100,7 +100,7 @@ export const RememberedConfirms = 10_000
 export const makeAmqpPublisher = (options: {
   readonly access: BrokerAccess
   readonly connectionName: string
-  readonly topology: Topology
+  readonly topology: TopologyPlan
   readonly confirmTimeout: Duration.DurationInput
 }) =>
   Effect.gen(function*() {
@@ -116,7 +116,7 @@ export const makeAmqpPublisher = (options: {
 
     const connect = Effect.gen(function*() {
       const connection = yield* openConnection(options.access, options.connectionName)
-      yield* declareTopology(connection, options.topology)
+      yield* declarePlan(connection, options.topology)
       const channel = yield* Effect.acquireRelease(
         Effect.tryPromise({
           try: () => connection.createConfirmChannel(),

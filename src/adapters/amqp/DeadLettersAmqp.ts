@@ -26,7 +26,7 @@ import { AmqpClient, type AmqpChannel } from "./AmqpClient.js"
 import { brokerAccessOf, closeQuietly, openConnection } from "./AmqpConnection.js"
 import { makeAmqpPublisher } from "./AmqpPublisher.js"
 import { KitHeaders, replayCopy } from "./FailureHeaders.js"
-import { HandlerRoutes, namesOf, topologyOf } from "./Topology.js"
+import { HandlerRoutes, namesOf, topologyPlanOf } from "./Topology.js"
 
 /** How many dead letters a replay moves per round of confirms. */
 const ReplayChunk = 500
@@ -63,7 +63,7 @@ export const readDeadLetter = (handler: HandlerName, message: Message): DeadLett
   const deaths = Array.isArray(headers["x-death"]) ? (headers["x-death"] as ReadonlyArray<Death>) : []
   const death = deaths[0]
   const ours = text(headers[KitHeaders.reason])
-  const reason: DeadReason = ours === "incompatible" || ours === "exhausted" ? ours : "rejected-by-broker"
+  const reason: DeadReason = ours === "incompatible" || ours === "exhausted" || ours === "untrusted-publisher" ? ours : "rejected-by-broker"
   const keys = Array.isArray(death?.["routing-keys"]) ? (death["routing-keys"] as ReadonlyArray<unknown>) : []
   return {
     messageId: text(message.properties.messageId) ?? "(none)",
@@ -156,7 +156,7 @@ export const DeadLettersAmqp = Layer.effect(
           const publisher = yield* makeAmqpPublisher({
             access: brokerAccessOf(settings),
             connectionName: `${settings.prefix}-operator-publisher`,
-            topology: topologyOf(settings),
+            topology: topologyPlanOf(settings, handler),
             confirmTimeout: settings.confirmTimeout
           })
           const exchange = names.handlerExchange(handler)

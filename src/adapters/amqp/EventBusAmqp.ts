@@ -1,17 +1,19 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
 import { Settings } from "../../config.js"
 import { EventBus } from "../../ports/EventBus.js"
 import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { brokerAccessOf } from "./AmqpConnection.js"
-import { namesOf, topologyOf } from "./Topology.js"
+import { namesOf, topologyPlanOf } from "./Topology.js"
 
 /**
  * The AMQP properties of an envelope: persistent (delivery_mode 2), message_id,
  * correlation_id, type, content_type, timestamp in seconds (AMQP 0-9-1 `timestamp` is
- * POSIX time), app_id and the `x-schema-version` header.
+ * POSIX time), app_id and the `x-schema-version` header; with `userId`, also `user_id`,
+ * which RabbitMQ checks against the publishing connection's user ("Validated User-ID"),
+ * so a receiver can tell the relay's events from anyone else's.
  */
-export const toPublish = (exchange: string, envelope: Envelope): RawPublish => ({
+export const toPublish = (exchange: string, envelope: Envelope, userId?: string): RawPublish => ({
   exchange,
   routingKey: envelope.type,
   content: Buffer.from(envelope.body, "utf8"),
@@ -24,11 +26,21 @@ export const toPublish = (exchange: string, envelope: Envelope): RawPublish => (
     contentEncoding: "utf-8",
     timestamp: Math.floor(envelope.timestampMs / 1000),
     appId: envelope.appId,
-    headers: { [SchemaVersionHeader]: envelope.schemaVersion }
+    headers: { [SchemaVersionHeader]: envelope.schemaVersion },
+    ...(userId === undefined ? {} : { userId })
   }
 })
 
-/** The `EventBus` port over amqplib: publishes to `<prefix>.events` on a connection of its own, named `<prefix>-<connectionName>`. */
+/** The user name of a broker URL (`guest` when it names none, as amqplib then logs in). */
+export const brokerUserOf = (url: Redacted.Redacted<string>): string => {
+  const parsed = new URL(Redacted.value(url))
+  return parsed.username === "" ? "guest" : decodeURIComponent(parsed.username)
+}
+
+/**
+ * The `EventBus` port over amqplib: publishes to `<prefix>.events` on a connection of its
+ * own, named `<prefix>-<connectionName>`, with `user_id` set to the connection's user.
+ */
 export const EventBusAmqp = (connectionName: string) =>
   Layer.scoped(
     EventBus,
@@ -38,9 +50,10 @@ export const EventBusAmqp = (connectionName: string) =>
       const publisher = yield* makeAmqpPublisher({
         access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${connectionName}`,
-        topology: topologyOf(settings),
+        topology: topologyPlanOf(settings, "relay"),
         confirmTimeout: settings.confirmTimeout
       })
-      return { publish: (messages) => publisher.publish(messages.map((m) => toPublish(exchange, m))) }
+      const user = brokerUserOf(settings.amqpUrl)
+      return { publish: (messages) => publisher.publish(messages.map((m) => toPublish(exchange, m, user))) }
     })
   )

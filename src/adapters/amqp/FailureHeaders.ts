@@ -21,13 +21,15 @@ export const KitHeaders = {
   handler: "x-dostavka-handler",
   originalExchange: "x-dostavka-original-exchange",
   originalRoutingKey: "x-dostavka-original-routing-key",
-  /** `incompatible` or `exhausted`; present only on a dead-letter copy. */
+  /** `incompatible`, `exhausted` or `untrusted-publisher`; present only on a dead-letter copy. */
   reason: "x-dostavka-reason",
   deadAt: "x-dostavka-dead-at",
   /** A dead copy keeps the original's `expiration` here, so that it does not expire itself. */
   originalExpiration: "x-dostavka-original-expiration",
   /** How many times an operator sent the message back from the dead queue. */
-  replays: "x-dostavka-replays"
+  replays: "x-dostavka-replays",
+  /** The original's `user_id`, which a copy cannot carry (the broker checks it against the copying connection's user). */
+  originalUserId: "x-dostavka-original-user-id"
 } as const
 
 /** Everything a failed attempt's copy is told about it. */
@@ -82,7 +84,8 @@ const failureHeaders = (message: Message, context: FailureContext): Headers => {
     [KitHeaders.originalRoutingKey]: typeof headers[KitHeaders.originalRoutingKey] === "string"
       ? headers[KitHeaders.originalRoutingKey]
       : message.fields.routingKey,
-    ...(wasDead ? { [KitHeaders.replays]: (nonNegativeInteger(headers[KitHeaders.replays]) ?? 0) + 1 } : {})
+    ...(wasDead ? { [KitHeaders.replays]: (nonNegativeInteger(headers[KitHeaders.replays]) ?? 0) + 1 } : {}),
+    ...(typeof message.properties.userId === "string" ? { [KitHeaders.originalUserId]: message.properties.userId } : {})
   }
 }
 
@@ -118,7 +121,7 @@ const sameCopy = (exchange: string, routingKey: string, messageId: string, heade
  */
 export const deadCopy = (
   message: Message,
-  context: FailureContext & { readonly reason: "incompatible" | "exhausted" },
+  context: FailureContext & { readonly reason: "incompatible" | "exhausted" | "untrusted-publisher" },
   exchange: string,
   routingKey: string
 ): RawPublish => {

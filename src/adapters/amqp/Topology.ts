@@ -3,7 +3,7 @@ import type { RetryPolicy } from "../../app/failures.js"
 import { type HandlerName, HandlerNames } from "../../domain/HandlerName.js"
 import { MaterialPublishedV1 } from "../../domain/MaterialPublished.js"
 import type { AmqpChannel, AmqpConnection } from "./AmqpClient.js"
-import { BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
+import { BrokerRefused, BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
 
 
 export interface ExchangeSpec {
@@ -89,7 +89,7 @@ export interface TopologySettings {
  * at most once. No queue is transient or exclusive: RabbitMQ 4 deprecates transient
  * non-exclusive queues.
  */
-export const topologyOf = (settings: TopologySettings): Topology => {
+export const topologyOf = (settings: TopologySettings, part: TopologyPart = "all"): Topology => {
   const { prefix, queueType } = settings
   const names = namesOf(prefix)
   const atLeastOnce = queueType === "quorum" ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" } : {}
@@ -132,13 +132,20 @@ export const topologyOf = (settings: TopologySettings): Topology => {
       ] satisfies Array<BindingSpec>
     }
   }
-  const handlers = HandlerNames.map(perHandler)
+  const handlers = (part === "all" ? HandlerNames : part === "relay" ? [] : [part]).map(perHandler)
   return {
     exchanges: [{ name: names.exchange, type: "topic", durable: true }, ...handlers.map((h) => h.exchange)],
     queues: handlers.flatMap((h) => h.queues),
     bindings: handlers.flatMap((h) => h.bindings)
   }
 }
+
+/**
+ * The part of the topology a role declares, and so needs broker permissions for: the
+ * relay only the events exchange; a receiver the events exchange and its own objects;
+ * `all` everything (the demo, tests, the status view).
+ */
+export type TopologyPart = "all" | "relay" | HandlerName
 
 /**
  * The broker already has `object` with other properties or arguments than the topology
@@ -167,6 +174,8 @@ const declareStep = (object: string, declare: () => Promise<unknown>) =>
     catch: (cause) =>
       replyCode(cause) === 406
         ? new TopologyMismatch({ object, detail: describe(cause) })
+        : replyCode(cause) === 403
+        ? new BrokerRefused({ reason: "permissions", detail: `declaring ${object}: ${describe(cause)}` })
         : new BrokerUnavailable({ detail: `declaring ${object}: ${describe(cause)}` })
   })
 
@@ -202,3 +211,37 @@ export const declareTopology = (connection: AmqpConnection, topology: Topology) 
       }),
     (channel) => closeQuietly(() => channel.close())
   )
+
+/**
+ * What a role declares: the whole topology when its broker user may (the demo's `guest`,
+ * an admin), else only its own part (`topologyOf(settings, part)`), which a
+ * least-privilege user may (see `scripts/broker-users.sh`). Declaring the whole lets a
+ * relay started before any receiver publish to queues that already exist.
+ */
+export interface TopologyPlan {
+  readonly full: Topology
+  readonly own: Topology
+}
+
+export const topologyPlanOf = (settings: TopologySettings, part: TopologyPart): TopologyPlan => ({
+  full: topologyOf(settings, "all"),
+  own: topologyOf(settings, part)
+})
+
+/**
+ * Declares `plan.full`; if the broker refuses a declaration for lack of permissions
+ * (403), declares `plan.own` instead. Fails with `TopologyMismatch`, `BrokerUnavailable`,
+ * or `BrokerRefused` (`permissions`) when even its own part is refused.
+ */
+export const declarePlan = (connection: AmqpConnection, plan: TopologyPlan) =>
+  declareTopology(connection, plan.full).pipe(
+    Effect.catchIf(
+      (error): error is BrokerRefused => error._tag === "BrokerRefused" && error.reason === "permissions",
+      (refused) =>
+        Effect.logDebug("declaring only the role's own part of the topology").pipe(
+          Effect.annotateLogs({ refused: refused.detail }),
+          Effect.zipRight(declareTopology(connection, plan.own))
+        )
+    )
+  )
+

@@ -1,0 +1,81 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import { join } from "node:path"
+import { namesOf } from "../../src/adapters/amqp/Topology.js"
+import { CatalogRole } from "../../src/roles/receivers.js"
+import { amqpUrl, cleanupTopology, depthOf, eventually, publishRaw, tempDataDir, uniquePrefix } from "../support/broker.js"
+import { startRoles, testSettings } from "../support/roles.js"
+
+const root = join(import.meta.dirname, "..", "..")
+
+/** Runs the CLI as a user would (`node --import tsx src/main.ts …`), with `env` added; returns its exit code and output. */
+const dostavka = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
+    execFile(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      timeout: 60_000
+    }, (error, stdout, stderr) =>
+      resume(Effect.succeed({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })))
+  })
+
+describe("the command line", () => {
+  it.live("a bad setting or argument is one line on stderr, naming it and what is accepted, and exit code 2", () =>
+    Effect.gen(function*() {
+      const cases = [
+        [["--role", "api"], { DOSTAVKA_HTTP_PORT: "abc" }, 'dostavka: configuration: DOSTAVKA_HTTP_PORT="abc" is not accepted: use an integer from 1 to 65535'],
+        [["--role", "relay"], { DOSTAVKA_QUEUE_TYPE: "stream" }, 'dostavka: configuration: DOSTAVKA_QUEUE_TYPE="stream" is not accepted: use classic or quorum'],
+        [["--role", "catalog"], { DOSTAVKA_PREFETCH: "0" }, 'dostavka: configuration: DOSTAVKA_PREFETCH="0" is not accepted: use an integer from 1 to 65535'],
+        [["--role", "bogus"], {}, 'dostavka: --role "bogus" is not a role: use api, relay, catalog, audit, all'],
+        [["dead", "list", "--handler", "catalog"], { DOSTAVKA_LOG_LEVEL: "loud" }, 'dostavka: configuration: DOSTAVKA_LOG_LEVEL="loud" is not accepted: use debug, info, warning or error']
+      ] as const
+      const results = yield* Effect.forEach(cases, ([args, env]) => dostavka(args, env), { concurrency: 3 })
+      for (const [i, [, , line]] of cases.entries()) {
+        expect(results[i]!.code).toBe(2)
+        expect(results[i]!.stderr.trim()).toBe(line)
+      }
+    }), 120_000)
+
+  it.live("--help and --version work whatever the environment holds", () =>
+    Effect.gen(function*() {
+      const [help, version] = yield* Effect.all([
+        dostavka(["--help"], { DOSTAVKA_HTTP_PORT: "abc" }),
+        dostavka(["--version"], { DOSTAVKA_QUEUE_TYPE: "stream" })
+      ], { concurrency: 2 })
+      expect(help.code).toBe(0)
+      expect(help.stdout).toContain("--role")
+      expect(version.code).toBe(0)
+      expect(version.stdout.trim()).toBe("0.1.0")
+    }), 60_000)
+
+  it.scopedLive("dead list and outbox list print what an operator needs, in a table and as JSON", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDataDir
+      const prefix = uniquePrefix("cli")
+      yield* cleanupTopology(prefix)
+      yield* startRoles(CatalogRole, testSettings(prefix, dir))
+      const names = namesOf(prefix)
+      yield* publishRaw(amqpUrl, [{
+        exchange: names.exchange,
+        routingKey: "material.published.v1",
+        content: Buffer.from("{bad"),
+        options: { messageId: "cli-poison", type: "material.published.v1", contentType: "application/json", headers: { "x-schema-version": 1 } }
+      }])
+      yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 1)
+      const env = { DOSTAVKA_PREFIX: prefix, DOSTAVKA_DATA_DIR: dir }
+      const table = yield* dostavka(["dead", "list", "--handler", "catalog"], env)
+      expect(table.code).toBe(0)
+      const [header, row] = table.stdout.trim().split("\n")
+      expect(header).toMatch(/^MESSAGE ID\s+REASON\s+ATTEMPTS\s+AGE\s+ERROR$/)
+      expect(row).toMatch(/^cli-poison\s+incompatible\s+0\s+\d+s\s+IncompatibleMessage\/UndecodableMessage.bad-body: the body is not valid JSON/)
+      const json = yield* dostavka(["dead", "show", "--handler", "catalog", "--id", "cli-poison", "--json"], env)
+      expect(JSON.parse(json.stdout)).toMatchObject({ message_id: "cli-poison", reason: "incompatible", body: "{bad", bodyEncoding: "utf-8" })
+      expect(yield* depthOf(amqpUrl, names.deadQueue("catalog"))).toBe(1)
+      const parked = yield* dostavka(["outbox", "list", "--parked", "--json"], env)
+      expect(parked).toMatchObject({ code: 0 })
+      expect(JSON.parse(parked.stdout)).toEqual([])
+      const purge = yield* dostavka(["dead", "purge", "--handler", "catalog", "--all"], env)
+      expect(purge).toMatchObject({ code: 2, stderr: "dostavka: purge deletes dead letters for good; add --yes to do it\n" })
+    }), 120_000)
+})
