@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
+import { createServer, type Server } from "node:net"
 import { join } from "node:path"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
@@ -78,4 +79,42 @@ describe("the command line", () => {
       const purge = yield* dostavka(["dead", "purge", "--handler", "catalog", "--all"], env)
       expect(purge).toMatchObject({ code: 2, stderr: "dostavka: purge deletes dead letters for good; add --yes to do it\n" })
     }), 120_000)
+
+  it.live("a broker that refuses the login stops a role at start with one line, instead of retrying forever", () =>
+    Effect.gen(function*() {
+      const refused = yield* dostavka(["--role", "relay"], { DOSTAVKA_AMQP_URL: "amqp://guest:wrong-password@127.0.0.1:5672", DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-refused" })
+      expect(refused.code).toBe(1)
+      const lines = refused.stderr.trim().split("\n")
+      expect(lines.at(-1)).toMatch(/^dostavka: stopped: broker refused the connection \(authentication\): .*ACCESS.REFUSED/)
+      expect(refused.stderr).not.toContain("wrong-password")
+    }), 60_000)
+
+  it.live("a broker that accepts TCP and never speaks AMQP: each attempt ends, and SIGTERM stops the role within 10 s", () =>
+    Effect.gen(function*() {
+      const silent = yield* Effect.acquireRelease(
+        Effect.async<Server>((resume) => {
+          const server = createServer(() => {})
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => server.close())
+      )
+      const address = silent.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "catalog"], {
+        cwd: root,
+        env: { ...process.env, DOSTAVKA_AMQP_URL: `amqp://guest:guest@127.0.0.1:${port}`, DOSTAVKA_CONNECT_TIMEOUT_MS: "500", DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-silent" },
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      let stderr = ""
+      child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+      yield* eventually(Effect.sync(() => stderr.split("waiting for the broker").length - 1), (attempts) => attempts >= 2, 30_000)
+      expect(stderr).toContain("connect ETIMEDOUT")
+      const signalledAt = Date.now()
+      child.kill("SIGTERM")
+      const code = yield* Effect.promise(() => exited)
+      expect(Date.now() - signalledAt).toBeLessThan(10_000)
+      expect(code).toBe(0)
+    }).pipe(Effect.scoped), 60_000)
 })
+
