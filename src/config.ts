@@ -26,6 +26,7 @@ import type { RetryPolicy } from "./app/failures.js"
  * | DOSTAVKA_<HANDLER>_RETRY_DELAYS_MS, DOSTAVKA_<HANDLER>_MAX_ATTEMPTS | the two above | the same for one handler (CATALOG, AUDIT) |
  * | DOSTAVKA_RELAY_PARK_AFTER | 10 | rejections (returned or nacked) of an outbox row before it is parked |
  * | DOSTAVKA_TRUSTED_PUBLISHER | (none) | when set, receivers dead-letter events whose `user_id` is not this broker user |
+ * | DOSTAVKA_HEALTH_PORT | (none) | when set, a relay or receiver process serves /healthz, /readyz and /metrics on 127.0.0.1 at this port |
  *
  * A bad value fails with a `ConfigError` whose message names the variable, what is wrong
  * with the value and what is accepted, e.g. `DOSTAVKA_HTTP_PORT="abc" is not accepted: use
@@ -55,6 +56,8 @@ export interface SettingsShape {
   readonly parkAfter: number
   /** The broker user whose `user_id` events must carry, or `None` to accept any. */
   readonly trustedPublisher: Option.Option<string>
+  /** Where a relay or receiver process serves its health and metrics endpoints; `None`: nowhere. */
+  readonly healthPort: Option.Option<number>
 }
 
 /** A refusal of `name`'s value that says what is accepted; the value is shown unless `secret`. */
@@ -185,7 +188,18 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
     audit: retryPolicy("audit", defaultRetry)
   }),
   parkAfter: integer("DOSTAVKA_RELAY_PARK_AFTER", 10, 1, 1_000),
-  trustedPublisher: Config.string("DOSTAVKA_TRUSTED_PUBLISHER").pipe(Config.option)
+  trustedPublisher: Config.string("DOSTAVKA_TRUSTED_PUBLISHER").pipe(Config.option),
+  healthPort: Config.string("DOSTAVKA_HEALTH_PORT").pipe(
+    Config.option,
+    Config.mapOrFail((text) =>
+      Option.match(text, {
+        onNone: () => Either.right(Option.none()),
+        onSome: (t) =>
+          /^\s*\d+\s*$/.test(t) && Number(t) >= 1 && Number(t) <= 65_535
+            ? Either.right(Option.some(Number(t)))
+            : Either.left(refuse("DOSTAVKA_HEALTH_PORT", t, "use an integer from 1 to 65535"))
+      }))
+  )
 }).pipe(Config.mapOrFail(crossFieldRules))
 
 /** The log's least severe level: `debug`, `info`, `warning` or `error` (`DOSTAVKA_LOG_LEVEL`, default `info`). */

@@ -1,25 +1,28 @@
 import { Command, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Cause, ConfigError, Console, Effect, Exit, Layer, Logger, Option } from "effect"
-import { describeConfigError, logLevelConfig, Settings } from "./config.js"
+import { Cause, ConfigError, Console, Effect, Exit, Layer, Option } from "effect"
+import { describeConfigError, Settings } from "./config.js"
+import { LoggingLive } from "./adapters/logging/Logging.js"
 import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
 import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
 import { describeCause } from "./domain/errors.js"
-import { OutboxSignal } from "./ports/OutboxSignal.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
+import { ProcessServices } from "./roles/ProcessServices.js"
 import { ApiRole } from "./roles/api.js"
 import { ApiStores } from "./roles/databases.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
+import { HealthRole } from "./roles/health.js"
 import { RelayRole } from "./roles/relay.js"
 import { AuditRole, CatalogRole } from "./roles/receivers.js"
 
+// A process without the API serves /healthz, /readyz and /metrics on DOSTAVKA_HEALTH_PORT when set.
 const Roles = {
   api: ApiRole,
-  relay: RelayRole,
-  catalog: CatalogRole,
-  audit: AuditRole,
+  relay: Layer.merge(RelayRole, HealthRole),
+  catalog: Layer.merge(CatalogRole, HealthRole),
+  audit: Layer.merge(AuditRole, HealthRole),
   all: Layer.mergeAll(ApiRole, RelayRole, CatalogRole, AuditRole)
 } as const
 type RoleName = keyof typeof Roles
@@ -37,14 +40,10 @@ const dataset = Options.file("dataset", { exists: "yes" }).pipe(
 
 /**
  * Settings and logging, read from the environment when a command runs, not before: so
- * `--help` and `--version` work whatever the environment holds. Logs are logfmt on
- * stderr, at `DOSTAVKA_LOG_LEVEL`.
+ * `--help` and `--version` work whatever the environment holds. Logs go to stderr, in
+ * `DOSTAVKA_LOG_FORMAT` at `DOSTAVKA_LOG_LEVEL`.
  */
-const Environment = Layer.mergeAll(
-  Settings.layer,
-  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)),
-  Layer.unwrapEffect(Effect.map(logLevelConfig, Logger.minimumLogLevel))
-)
+const Environment = Layer.mergeAll(Settings.layer, LoggingLive)
 
 /** Runs `effect` until it ends or a role fails (`Supervisor`); a failure shuts the roles down, then fails with `RoleFailed`. */
 const untilAFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -71,7 +70,7 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
     if (Option.isSome(role)) return yield* runRole(role.value)
     return yield* runMainJob(dataset)
   }).pipe(
-    Effect.provide(Layer.merge(OutboxSignal.layer, Supervisor.layer)),
+    Effect.provide(ProcessServices),
     Effect.provide(Environment)
   ))
 

@@ -1,4 +1,4 @@
-import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Option } from "effect"
+import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Metric, Option } from "effect"
 import { decodeEvent, isKeepableCorrelationId, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
@@ -12,6 +12,7 @@ import {
   routeFailure
 } from "./failures.js"
 import type { HandlerName } from "../domain/HandlerName.js"
+import { Metrics } from "./Metrics.js"
 
 /** What a received message carries besides its event. */
 export interface ReceivedMessage {
@@ -176,6 +177,7 @@ export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPub
       return refusal === undefined ? decode(incoming) : Either.left(refusal)
     })
     const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
+    const startedAt = yield* Clock.currentTimeMillis
     const received = receivable.length === 0 ? Exit.succeed([]) : yield* Effect.exit(transaction.run(
       Effect.forEach(receivable, ([i, { event, message }]) =>
         Effect.exit(transaction.run(receiveOne(handler, event, message))).pipe(
@@ -192,6 +194,16 @@ export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPub
         ))
     ))
     if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
+    const committedAt = yield* Clock.currentTimeMillis
+    if (receivable.length > 0) yield* Metric.update(Metric.tagged(Metrics.handlerSeconds, "handler", handler.name), (committedAt - startedAt) / 1000)
+    if (Exit.isSuccess(received)) {
+      for (const [k, [, { event }]] of receivable.entries()) {
+        const verdict = received.value[k]
+        if (verdict?._tag === "Ack" && verdict.disposition === "applied") {
+          yield* Metric.update(Metric.tagged(Metrics.commitToAppliedSeconds, "handler", handler.name), Math.max(0, committedAt - event.publishedAt.getTime()) / 1000)
+        }
+      }
+    }
     const verdicts: Array<Verdict> = []
     let next = 0
     for (const [i, d] of decoded.entries()) {

@@ -22,7 +22,7 @@ export class RoleFailed extends Data.TaggedError("RoleFailed")<{
  */
 export interface SupervisorShape {
   /**
-   * Forks `loop` into the caller's scope. If it ever ends other than by interruption (it
+   * Forks `loop` into the caller's scope, its log lines annotated `role=<role>`. If it ever ends other than by interruption (it
    * fails, dies, or returns), the role named `role` has failed, with the cause as reason.
    */
   readonly supervise: <E, R>(role: string, loop: Effect.Effect<unknown, E, R>) => Effect.Effect<void, never, R | Scope.Scope>
@@ -50,6 +50,7 @@ export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, S
       const supervise: SupervisorShape["supervise"] = (role, loop) =>
         Effect.asVoid(Effect.forkScoped(
           loop.pipe(
+            Effect.annotateLogs({ role }),
             Effect.matchCauseEffect({
               onSuccess: () => halt(role, "its loop ended"),
               onFailure: (cause) =>

@@ -4,7 +4,7 @@ import { Settings } from "../config.js"
 import { PublicationQueries } from "../app/queries.js"
 import { loopbackHttpServer, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
 import { PublicationHttpApi } from "../adapters/http/PublicationHttpApi.js"
-import { PublicationsLive } from "../adapters/http/PublicationHttpHandlers.js"
+import { PublicationOperationsLive, PublicationsLive } from "../adapters/http/PublicationHttpHandlers.js"
 import type { MaterialStore } from "../ports/MaterialStore.js"
 import type { Outbox } from "../ports/Outbox.js"
 import type { PublicationRequests } from "../ports/PublicationRequests.js"
@@ -17,8 +17,9 @@ type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
  * The publication API on 127.0.0.1:`port`, writing through `writes` and reading through
  * `reads` (the same ports, over a read-only connection in production; memory in unit
  * tests). Exposes the `HttpServer`, so a caller can read the bound address (port 0
- * picks a free one). Needs the `OutboxSignal` it rings after each commit and the
- * `Supervisor` it halts when its database is lost.
+ * picks a free one). Needs the `OutboxSignal` it rings after each commit, the
+ * `Supervisor` it halts when its database is lost, and the process's `Readiness` and
+ * `MetricsExposition` for `/readyz` and `/metrics`.
  */
 export const publicationApi = <E1, R1, E2, R2>(
   port: number,
@@ -27,7 +28,7 @@ export const publicationApi = <E1, R1, E2, R2>(
 ) =>
   servePublicationApi.pipe(
     Layer.provide(HttpApiBuilder.api(PublicationHttpApi)),
-    Layer.provide(PublicationsLive),
+    Layer.provide([PublicationsLive, PublicationOperationsLive]),
     Layer.provide(PublicationQueries.layer.pipe(Layer.provide(reads))),
     HttpServer.withLogAddress,
     Layer.merge(Layer.scopedDiscard(Effect.addFinalizer(() => Effect.logInfo("api stopped")))),

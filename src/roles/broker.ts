@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import { reconnectPolicy, Settings } from "../config.js"
+import { registerCheck } from "../ports/Readiness.js"
 import { brokerAccessOf, openConnection } from "../adapters/amqp/AmqpConnection.js"
 import { declarePlan, topologyPlanOf, type TopologyPart } from "../adapters/amqp/Topology.js"
 
@@ -13,6 +14,8 @@ import { declarePlan, topologyPlanOf, type TopologyPart } from "../adapters/amqp
 export const declareAtStart = (connectionName: string, part: TopologyPart) =>
   Effect.gen(function*() {
     const settings = yield* Settings
+    const check = `topology:${part}`
+    yield* registerCheck(check, Effect.fail("the topology is not declared yet"))
     yield* Effect.scoped(
       Effect.flatMap(openConnection(brokerAccessOf(settings), `${settings.prefix}-${connectionName}`), (connection) =>
         declarePlan(connection, topologyPlanOf(settings, part)))
@@ -24,4 +27,5 @@ export const declareAtStart = (connectionName: string, part: TopologyPart) =>
       ),
       Effect.retry({ schedule: reconnectPolicy, while: (error) => error._tag === "BrokerUnavailable" })
     )
+    yield* registerCheck(check, Effect.void)
   })

@@ -8,6 +8,7 @@ import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
 import { topologyPlanOf } from "../adapters/amqp/Topology.js"
 import type { Inbox } from "../ports/Inbox.js"
+import { registerConnectionCheck } from "../ports/BrokerConnections.js"
 import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
 import { AuditStores, CatalogStores } from "./databases.js"
@@ -31,9 +32,12 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       const copies = yield* makeAmqpPublisher({
         access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${handler.name}-publisher`,
+        role: handler.name,
         topology,
         confirmTimeout: settings.confirmTimeout
       })
+      const consumerName = `${settings.prefix}-${handler.name}-consumer`
+      yield* registerConnectionCheck(consumerName)
       const context = yield* Effect.context<R | Transaction | Inbox>()
       const supervisor = yield* Supervisor
       // Added before the loop starts, so it runs after the consumer fiber has been interrupted.
@@ -42,7 +46,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
         handler.name,
         runConsumer({
           access: brokerAccessOf(settings),
-          connectionName: `${settings.prefix}-${handler.name}-consumer`,
+          connectionName: consumerName,
           topology,
           prefix: settings.prefix,
           handler: handler.name,

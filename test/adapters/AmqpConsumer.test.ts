@@ -21,7 +21,7 @@ const consumerOver = (
 ) =>
   Effect.gen(function*() {
     const topology = topologyPlanOf({ prefix: "unit", queueType: "classic", retry: testRetryByHandler }, "catalog")
-    const copies = yield* makeAmqpPublisher({ access, connectionName: "unit-copies", topology, confirmTimeout: Duration.seconds(5) })
+    const copies = yield* makeAmqpPublisher({ access, connectionName: "unit-copies", role: "catalog", topology, confirmTimeout: Duration.seconds(5) })
     return yield* Effect.fork(runConsumer({
       access: brokerAccess,
       connectionName: "unit-consumer",

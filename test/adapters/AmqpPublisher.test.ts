@@ -11,6 +11,7 @@ const publisherOver = (fake: FakeAmqp) =>
   makeAmqpPublisher({
     access: { url: Redacted.make("amqp://fake"), connectTimeout: Duration.seconds(5), heartbeat: Duration.seconds(10) },
     connectionName: "test-publisher",
+    role: "relay",
     topology: topologyPlanOf({ prefix: "unit", queueType: "classic", retry: testRetryByHandler }, "relay"),
     confirmTimeout
   }).pipe(Effect.provide(fake.layer))

@@ -2,8 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { HttpServer } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { PersistenceError } from "../../src/domain/errors.js"
-import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
-import { Supervisor } from "../../src/ports/Supervisor.js"
+import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { Transaction } from "../../src/ports/Transaction.js"
 import { publicationApi } from "../../src/roles/api.js"
 import { ApiMemory } from "../support/memory.js"
@@ -16,7 +15,7 @@ const apiOver = (failing?: PersistenceError) =>
       ? ApiMemory
       : Layer.merge(ApiMemory, Layer.succeed(Transaction, { run: () => Effect.fail(failing) }))
     const context = yield* Layer.build(
-      publicationApi(0, stores, ApiMemory).pipe(Layer.provide(Layer.mergeAll(OutboxSignal.layer, Supervisor.layer)))
+      publicationApi(0, stores, ApiMemory).pipe(Layer.provide(ProcessServices))
     )
     const server = Context.get(context, HttpServer.HttpServer)
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0

@@ -59,6 +59,7 @@ describe("relay and topology on the real broker", () => {
       const publisher = yield* makeAmqpPublisher({
         access: testAccess,
         connectionName: "dostavka-test-publisher",
+        role: "relay",
         topology: topologyPlanOf({ prefix, queueType: "classic", retry: testRetryByHandler }, "all"),
         confirmTimeout: "5 seconds"
       })

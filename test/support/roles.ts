@@ -6,6 +6,10 @@ import { Settings, type SettingsShape } from "../../src/config.js"
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { Supervisor } from "../../src/ports/Supervisor.js"
+import type { MetricsExposition } from "../../src/adapters/metrics/PrometheusExposition.js"
+import type { BrokerConnections } from "../../src/ports/BrokerConnections.js"
+import type { Readiness } from "../../src/ports/Readiness.js"
+import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { redactedUrl, testRetryByHandler } from "./broker.js"
 
 /** Settings for one integration test: its own prefix and data dir, a free port, quick polling. */
@@ -46,22 +50,22 @@ const capturing = (into: Array<CapturedLog>) =>
  * appended there.
  */
 export const startRoles = <ROut, E>(
-  roles: Layer.Layer<ROut, E, Settings | OutboxSignal | Supervisor>,
+  roles: Layer.Layer<ROut, E, Settings | OutboxSignal | Supervisor | Readiness | BrokerConnections | MetricsExposition>,
   settings: Layer.Layer<Settings>,
   options: { readonly logs?: Array<CapturedLog> } = {}
 ) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const supervisor = yield* Layer.buildWithScope(Supervisor.layer, scope)
+    const shared = yield* Layer.buildWithScope(ProcessServices, scope)
     const logging = options.logs === undefined ? quietLogs : Layer.merge(quietLogs, capturing(options.logs))
     const context = yield* Layer.buildWithScope(
-      roles.pipe(Layer.provide(Layer.mergeAll(settings, OutboxSignal.layer, logging, Layer.succeedContext(supervisor)))),
+      roles.pipe(Layer.provide(Layer.mergeAll(settings, logging, Layer.succeedContext(shared)))),
       scope
     )
     const stop = Scope.close(scope, Exit.void)
     yield* Effect.addFinalizer(() => stop)
     /** Fails with `RoleFailed` once a role of this start has failed; a test races it or awaits it. */
-    const failed = Supervisor.pipe(Effect.flatMap((s) => s.failed), Effect.provide(supervisor))
+    const failed = Supervisor.pipe(Effect.flatMap((s) => s.failed), Effect.provide(shared))
     return { context, stop, failed }
   })
 

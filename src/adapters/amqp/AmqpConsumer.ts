@@ -1,4 +1,6 @@
-import { Chunk, Clock, Data, Deferred, Duration, Effect, Queue, Schedule } from "effect"
+import { Chunk, Clock, Data, Deferred, Duration, Effect, Metric, Queue, Schedule } from "effect"
+import { Metrics } from "../../app/Metrics.js"
+import { ConnectionState, reportConnection } from "../../ports/BrokerConnections.js"
 import type { ConsumeMessage, Message } from "amqplib"
 import type { HandlerName } from "../../domain/HandlerName.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
@@ -92,6 +94,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   const exchange = names.handlerExchange(options.handler)
   // Hand-backs per message id, across sessions; cleared when the message is settled for good.
   const handBacks = new Map<string, number>()
+  let sessions = 0
 
   const session = Effect.scoped(Effect.gen(function*() {
     const connection = yield* openConnection(options.access, options.connectionName)
@@ -130,6 +133,8 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     // nothing half-processed; unacked prefetched messages return to the queue on close.
     yield* Effect.addFinalizer(() => open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void)
     yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue, prefetch: options.prefetch }))
+    yield* reportConnection(options.connectionName, ConnectionState.Up({ since: yield* Clock.currentTimeMillis }))
+    if (sessions++ > 0) yield* Metric.increment(Metric.tagged(Metrics.reconnects, "role", options.handler))
 
     /** Settles on this channel while it is open; amqplib throws on a closed one, and then the broker redelivers anyway. */
     const settle = (message: Message, how: Settlement | "ack-up-to") => {
@@ -278,6 +283,19 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         // Every other delivery of the batch is settled, and earlier batches were settled
         // in full, so this acks exactly the batch's remaining deliveries.
         if (lastAck !== undefined) settle(lastAck, "ack-up-to")
+        for (const [i, settlement] of settlements.entries()) {
+          const verdict = verdicts[i]
+          const disposition = settlement === "hand-back"
+            ? "handed-back"
+            : settlement === "reject" || verdict?._tag === "DeadLetter"
+            ? "dead"
+            : verdict?._tag === "Retry"
+            ? "retried"
+            : verdict?._tag === "Ack"
+            ? verdict.disposition
+            : "handed-back"
+          yield* Metric.increment(Metric.tagged(Metric.tagged(Metrics.deliveries, "handler", options.handler), "disposition", disposition))
+        }
       }))
 
     const why = yield* Effect.raceFirst(
@@ -293,11 +311,20 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     // amqplib cannot decode a message on), waits for the next step of `reconnect`; one
     // that was healthy longer starts the policy afresh.
     const backoff = yield* Schedule.driver(options.reconnect)
+    let failing = { since: 0, attempt: 0 }
+    const reconnecting = (error: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        failing = failing.attempt === 0 ? { since: now, attempt: 1 } : { since: failing.since, attempt: failing.attempt + 1 }
+        yield* reportConnection(options.connectionName, ConnectionState.Reconnecting({ since: failing.since, attempt: failing.attempt, error }))
+      })
     for (;;) {
       const startedAt = yield* Clock.currentTimeMillis
       const ended = yield* Effect.either(session)
+      if (ended._tag === "Right") failing = { since: 0, attempt: 0 }
       if (ended._tag === "Left") {
         const error = ended.left
+        if (error._tag === "BrokerUnavailable" || error._tag === "BrokerRefused") yield* reconnecting(error.message)
         if (error._tag === "BrokerUnavailable") {
           yield* Effect.logWarning("consumer cannot reach the broker; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
         } else if (error._tag === "BrokerRefused") {
@@ -307,8 +334,10 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         }
         yield* Effect.ignore(backoff.next(error))
       } else if ((yield* Clock.currentTimeMillis) - startedAt < HealthySessionMs) {
+        yield* reconnecting("the session was lost soon after it started")
         yield* Effect.ignore(backoff.next(undefined))
       } else {
+        yield* reconnecting("the channel was lost")
         yield* backoff.reset
       }
     }

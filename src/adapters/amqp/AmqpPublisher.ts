@@ -1,4 +1,6 @@
-import { Clock, Deferred, Duration, Effect, FiberId, Option, ScopedRef } from "effect"
+import { Clock, Deferred, Duration, Effect, FiberId, Metric, Option, ScopedRef } from "effect"
+import { Metrics } from "../../app/Metrics.js"
+import { BrokerConnections, ConnectionState } from "../../ports/BrokerConnections.js"
 import type { Options } from "amqplib"
 import { describeCause } from "../../domain/errors.js"
 import { Confirmed, type PublishOutcome, Rejected, Unknown } from "../../ports/EventBus.js"
@@ -27,6 +29,8 @@ export interface AmqpPublisher {
    * and resolves one `PublishOutcome` per message in the same order. Never fails.
    */
   readonly publish: (messages: ReadonlyArray<RawPublish>) => Effect.Effect<ReadonlyArray<PublishOutcome>>
+  /** Opens the session now rather than on the first publish; a failure is only reported (see `BrokerConnections`). */
+  readonly connect: Effect.Effect<void>
 }
 
 /** The error amqplib passes to a confirm callback on basic.nack (lib/channel.js). */
@@ -100,12 +104,20 @@ export const RememberedConfirms = 10_000
 export const makeAmqpPublisher = (options: {
   readonly access: BrokerAccess
   readonly connectionName: string
+  /** The role it publishes for, as a metric label: `relay`, `catalog`, `audit`, `operator`. */
+  readonly role: string
   readonly topology: TopologyPlan
   readonly confirmTimeout: Duration.DurationInput
 }) =>
   Effect.gen(function*() {
     const confirmTimeout = Duration.decode(options.confirmTimeout)
     const client = yield* AmqpClient
+    const registry = yield* Effect.serviceOption(BrokerConnections)
+    const report = (state: ConnectionState) => (registry._tag === "Some" ? registry.value.report(options.connectionName, state) : Effect.void)
+    let failedAttempts = 0
+    let failingSince = 0
+    let opened = 0
+    yield* report(ConnectionState.Idle())
     const lock = yield* Effect.makeSemaphore(1)
     const ref = yield* ScopedRef.make((): Option.Option<Session> => Option.none())
     const confirmed = new Map<string, true>()
@@ -133,27 +145,44 @@ export const makeAmqpPublisher = (options: {
         blocked: undefined,
         nackedBatches: 0
       }
+      // Reports only a loss it did not cause: a session dropped on purpose is closed already.
       const lost = () => {
+        const wasOpen = session.open
         session.open = false
         Deferred.unsafeDone(session.lost, Effect.void)
+        if (wasOpen) Effect.runFork(report(ConnectionState.Reconnecting({ since: Date.now(), attempt: 0, error: "the connection closed" })))
       }
       channel.on("close", lost)
       channel.on("error", () => {})
       connection.on("close", lost)
       connection.on("blocked", (reason: unknown) => {
         session.blocked = { reason: String(reason), lifted: Deferred.unsafeMake<void>(FiberId.none) }
+        Effect.runFork(report(ConnectionState.Blocked({ since: Date.now(), reason: String(reason) })))
       })
       connection.on("unblocked", () => {
         const blocked = session.blocked
         session.blocked = undefined
         if (blocked !== undefined) Deferred.unsafeDone(blocked.lifted, Effect.void)
+        Effect.runFork(report(ConnectionState.Up({ since: Date.now() })))
       })
       channel.on("return", (message: { readonly properties: { readonly messageId?: unknown } }) => {
         const id = message.properties.messageId
         if (typeof id === "string") session.returned.add(id)
       })
+      const now = yield* Clock.currentTimeMillis
+      yield* report(ConnectionState.Up({ since: now }))
+      if (opened++ > 0) yield* Metric.increment(Metric.tagged(Metrics.reconnects, "role", options.role))
+      failedAttempts = 0
       return Option.some(session)
-    }).pipe(Effect.provideService(AmqpClient, client))
+    }).pipe(
+      Effect.provideService(AmqpClient, client),
+      Effect.tapError((error) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          if (failedAttempts++ === 0) failingSince = now
+          yield* report(ConnectionState.Reconnecting({ since: failingSince, attempt: failedAttempts, error: error.message }))
+        }))
+    )
 
     /** The session to publish on: the current one while it is sound, else a new one (the old one released). */
     const current = lock.withPermits(1)(Effect.gen(function*() {
@@ -164,6 +193,7 @@ export const makeAmqpPublisher = (options: {
         const silent = s.blocked === undefined &&
           [...s.pending.values()].some((p) => now - p.sentAtMs > SilentConfirmTimeouts * Duration.toMillis(confirmTimeout))
         if (s.open && !silent) return s
+        s.open = false
         yield* ScopedRef.set(ref, Effect.succeed(Option.none()))
       }
       yield* ScopedRef.set(ref, connect)
@@ -239,6 +269,15 @@ export const makeAmqpPublisher = (options: {
         const inFlight: Array<Deferred.Deferred<PublishOutcome>> = []
         for (const m of messages) inFlight.push(yield* send(s, m, now))
         const outcomes = yield* Effect.forEach(inFlight, awaitConfirm, { concurrency: "unbounded" })
+        const confirmedAt = yield* Clock.currentTimeMillis
+        for (const outcome of outcomes) {
+          yield* Metric.increment(
+            Metric.tagged(Metrics.publishes, "outcome", outcome._tag === "Confirmed" ? "confirmed" : outcome._tag === "Rejected" ? outcome.reason : "unknown")
+          )
+        }
+        if (outcomes.some((o) => o._tag === "Confirmed")) {
+          yield* Metric.update(Metrics.publishConfirmSeconds, (confirmedAt - now) / 1000)
+        }
         if (outcomes.some((o) => o._tag === "Rejected" && o.reason === "returned")) s.open = false
         if (outcomes.every((o) => o._tag === "Rejected" && o.reason === "nacked")) {
           if (++s.nackedBatches >= NackedBatchesBeforeReopen) s.open = false
@@ -248,5 +287,5 @@ export const makeAmqpPublisher = (options: {
         return outcomes
       })
 
-    return { publish } satisfies AmqpPublisher
+    return { publish, connect: Effect.ignore(current) } satisfies AmqpPublisher
   })

@@ -156,6 +156,7 @@ export const DeadLettersAmqp = Layer.effect(
           const publisher = yield* makeAmqpPublisher({
             access: brokerAccessOf(settings),
             connectionName: `${settings.prefix}-operator-publisher`,
+            role: "operator",
             topology: topologyPlanOf(settings, handler),
             confirmTimeout: settings.confirmTimeout
           })

@@ -1,4 +1,5 @@
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Schedule } from "effect"
+import { registerConnectionCheck } from "../../ports/BrokerConnections.js"
 import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
 import { Settings } from "../../config.js"
 import { EventBus } from "../../ports/EventBus.js"
@@ -37,9 +38,14 @@ export const brokerUserOf = (url: Redacted.Redacted<string>): string => {
   return parsed.username === "" ? "guest" : decodeURIComponent(parsed.username)
 }
 
+/** How often the relay's publisher checks that its connection is up, reconnecting if not: 2 s. */
+export const KeepConnectedEvery = "2 seconds"
+
 /**
  * The `EventBus` port over amqplib: publishes to `<prefix>.events` on a connection of its
  * own, named `<prefix>-<connectionName>`, with `user_id` set to the connection's user.
+ * Keeps the connection up (`KeepConnectedEvery`) and registers it as the readiness check
+ * `broker:<prefix>-<connectionName>`.
  */
 export const EventBusAmqp = (connectionName: string) =>
   Layer.scoped(
@@ -47,12 +53,19 @@ export const EventBusAmqp = (connectionName: string) =>
     Effect.gen(function*() {
       const settings = yield* Settings
       const exchange = namesOf(settings.prefix).exchange
+      const name = `${settings.prefix}-${connectionName}`
       const publisher = yield* makeAmqpPublisher({
         access: brokerAccessOf(settings),
-        connectionName: `${settings.prefix}-${connectionName}`,
+        connectionName: name,
+        role: "relay",
         topology: topologyPlanOf(settings, "relay"),
         confirmTimeout: settings.confirmTimeout
       })
+      // Connected from the start, and again soon after a loss even with nothing to
+      // publish: readiness then tells the truth, and the first event after a broker
+      // outage does not wait for the connection.
+      yield* publisher.connect.pipe(Effect.repeat(Schedule.spaced(KeepConnectedEvery)), Effect.forkScoped)
+      yield* registerConnectionCheck(name)
       const user = brokerUserOf(settings.amqpUrl)
       return { publish: (messages) => publisher.publish(messages.map((m) => toPublish(exchange, m, user))) }
     })

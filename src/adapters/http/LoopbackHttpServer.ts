@@ -10,11 +10,14 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Context, Effect, Layer, Option } from "effect"
+import { Cause, Clock, Context, Effect, Layer, Metric, Option } from "effect"
+import { randomUUID } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { truncate } from "../../domain/JsonInput.js"
 import { Supervisor } from "../../ports/Supervisor.js"
+import { Metrics } from "../../app/Metrics.js"
+import { OperationsHttpApi } from "./OperationsHttpApi.js"
 import { InvalidRequest, MethodNotAllowed, NotFound, ProblemContentType, PublicationHttpApi } from "./PublicationHttpApi.js"
 
 /**
@@ -136,21 +139,33 @@ export const loopbackHttpServer = (port: number, requestTimeoutMs: number = Requ
     )
   }))
 
-/** Every method the contract allows on `path`, plus the two documentation routes. */
-const allowedMethods = (() => {
-  const routes: Array<readonly [RegExp, string]> = [[/^\/openapi\.json$/, "GET"], [/^\/docs$/, "GET"]]
-  HttpApi.reflect(PublicationHttpApi, {
+/** A route of an API: its path as a pattern, its template (the metric label), its method. */
+interface Route {
+  readonly pattern: RegExp
+  readonly template: string
+  readonly method: string
+}
+
+/** Every route `api` declares, plus `extra` ones (the documentation routes). */
+const routesOf = (api: HttpApi.HttpApi.Any, extra: ReadonlyArray<string>): ReadonlyArray<Route> => {
+  const routes: Array<Route> = extra.map((path) => ({ pattern: new RegExp(`^${path.replace(/\./g, "\\.")}$`), template: path, method: "GET" }))
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
       const pattern = endpoint.path
         .split("/")
         .map((segment) => (segment === "*" ? ".*" : segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
         .join("/")
-      routes.push([new RegExp(`^${pattern}$`), endpoint.method])
+      routes.push({ pattern: new RegExp(`^${pattern}$`), template: endpoint.path, method: endpoint.method })
     }
   })
-  return (path: string) => [...new Set(routes.filter(([pattern]) => pattern.test(path)).map(([, method]) => method))]
-})()
+  return routes
+}
+
+const allowedMethods = (routes: ReadonlyArray<Route>, path: string) =>
+  [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))]
+
+const templateOf = (routes: ReadonlyArray<Route>, path: string) => routes.find((r) => r.pattern.test(path))?.template ?? "(none)"
 
 const problem = (status: number, body: NotFound | MethodNotAllowed | InvalidRequest, headers: Record<string, string> = {}) => {
   const { _tag: _, ...wire } = body
@@ -170,14 +185,14 @@ const isRouteNotFound = (error: unknown): error is HttpServerError.RouteNotFound
  * carries `Retry-After: 1`; a 413 closes the connection, since the rest of its body was
  * not read.
  */
-const edge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+const edge = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   app.pipe(
     Effect.catchAllCause((cause) =>
       Option.match(failureIf(cause, isRouteNotFound), {
         onNone: () => Effect.failCause(cause),
         onSome: (error) => {
           const path = error.request.url.split("?")[0] ?? ""
-          const allowed = allowedMethods(path)
+          const allowed = allowedMethods(routes, path)
           const what = `${error.request.method} ${truncate(path, 200)}`
           if (allowed.length === 0) return Effect.succeed(problem(404, new NotFound({ detail: `${what} is not known here` })))
           // The path has a route for this method, and the router still refused it: a
@@ -199,8 +214,34 @@ const edge = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
         : response.status === 413
         ? HttpServerResponse.setHeader(response, "connection", "close")
         : response
-    )
+    ),
+    requestLog(routes)
   )
+
+/**
+ * One log line per request (method, path, status, duration in ms, the request id it
+ * answers with in `X-Request-Id`), and the `dostavka_http_requests` counter by status
+ * and route template. The path is cut to 200 characters; no header, query or body is
+ * logged.
+ */
+const requestLog = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const startedAt = yield* Clock.currentTimeMillis
+    const requestId = randomUUID()
+    const path = request.url.split("?")[0] ?? ""
+    const finish = (status: number) =>
+      Effect.gen(function*() {
+        const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+        yield* Metric.increment(Metric.tagged(Metric.tagged(Metrics.httpRequests, "status", String(status)), "route", templateOf(routes, path)))
+        yield* Effect.logInfo("request").pipe(
+          Effect.annotateLogs({ method: request.method, path: truncate(path, 200), status, durationMs, requestId })
+        )
+      })
+    const response = yield* app.pipe(Effect.onError(() => finish(500)))
+    yield* finish(response.status)
+    return HttpServerResponse.setHeader(response, "x-request-id", requestId)
+  })
 
 const isDecodeError = (error: unknown): error is HttpApiError.HttpApiDecodeError => error instanceof HttpApiError.HttpApiDecodeError
 
@@ -224,23 +265,36 @@ const headerProblems = HttpApiBuilder.middleware(PublicationHttpApi, (app) =>
     })))
 
 /**
- * Serves the `HttpApi` in context (`HttpApiBuilder.api(PublicationHttpApi)` with its
- * handlers) with `/openapi.json` and an interactive page at `/docs` (Scalar, its script
- * served inline: no CDN), on the loopback server in context. At shutdown it drains
- * (`LoopbackServer`) before the handler is taken off the server, so a request that
- * arrives on a kept-alive connection meanwhile is still answered.
+ * Serves the `HttpApi` in context (`HttpApiBuilder.api(api)` with its handlers) on the
+ * loopback server in context, with `extras` (documentation routes, middleware) built on
+ * the same router. At shutdown it drains (`LoopbackServer`) before the handler is taken
+ * off the server, so a request that arrives on a kept-alive connection meanwhile is
+ * still answered.
  */
-export const servePublicationApi = Layer.scopedDiscard(Effect.gen(function*() {
-  const app = yield* HttpApiBuilder.httpApp
-  yield* HttpServer.serveEffect(edge(app))
-  const server = yield* LoopbackServer
-  yield* server.ignoreUpgrades
-  yield* Effect.addFinalizer(() => server.drain)
-})).pipe(
-  Layer.provide([
-    HttpApiScalar.layer({ path: "/docs" }),
-    HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
-    headerProblems
-  ]),
-  Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer])
+const serveApi = <E, R>(api: HttpApi.HttpApi.Any, extras: Layer.Layer<never, E, R>, extraRoutes: ReadonlyArray<string>) => {
+  const routes = routesOf(api, extraRoutes)
+  return Layer.scopedDiscard(Effect.gen(function*() {
+    const app = yield* HttpApiBuilder.httpApp
+    yield* HttpServer.serveEffect(edge(routes)(app))
+    const server = yield* LoopbackServer
+    yield* server.ignoreUpgrades
+    yield* Effect.addFinalizer(() => server.drain)
+  })).pipe(
+    Layer.provide(extras),
+    Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer])
+  )
+}
+
+/**
+ * The publication API, with `/openapi.json` and an interactive page at `/docs` (Scalar,
+ * its script served inline: no CDN). Needs its `HttpApiBuilder.api(PublicationHttpApi)`
+ * with the handlers.
+ */
+export const servePublicationApi = serveApi(
+  PublicationHttpApi,
+  Layer.mergeAll(HttpApiScalar.layer({ path: "/docs" }), HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }), headerProblems),
+  ["/openapi.json", "/docs"]
 )
+
+/** The operations API alone (`/healthz`, `/readyz`, `/metrics`), for a role's health port. Needs `HttpApiBuilder.api(OperationsHttpApi)`. */
+export const serveOperationsApi = serveApi(OperationsHttpApi, Layer.empty, [])

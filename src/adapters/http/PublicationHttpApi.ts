@@ -2,6 +2,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Schema } from "effect"
 import { MaxBodyBytes } from "../../domain/Material.js"
 import { IdempotencyKey, PublishMaterial } from "../../domain/PublishMaterial.js"
+import { OperationsGroup } from "./OperationsHttpApi.js"
 
 /**
  * The largest request accepted, in bytes: a 1 MiB material body written entirely as
@@ -187,6 +188,7 @@ export class PublicationsGroup extends HttpApiGroup.make("publications").add(pub
  */
 export class PublicationHttpApi extends HttpApi.make("dostavka")
   .add(PublicationsGroup)
+  .add(OperationsGroup)
   .addError(invalidRequest)
   .addError(notFound)
   .addError(onTheWire(MethodNotAllowed, 405, "The path exists, the method does not; Allow lists the methods that do"))

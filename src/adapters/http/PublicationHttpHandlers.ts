@@ -9,6 +9,7 @@ import { parseJsonBytes, truncate } from "../../domain/JsonInput.js"
 import { MaterialId, MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, type IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Supervisor } from "../../ports/Supervisor.js"
+import { operationsAnswers } from "./OperationsHttpApi.js"
 import {
   IdempotencyKeyReusedProblem,
   InvalidRequest,
@@ -177,3 +178,12 @@ export const PublicationsLive = HttpApiBuilder.group(PublicationHttpApi, "public
           })
         }))
   }))
+
+/** The operations endpoints of the publication API (`/healthz`, `/readyz`, `/metrics`). */
+export const PublicationOperationsLive = HttpApiBuilder.group(PublicationHttpApi, "operations", (handlers) =>
+  Effect.map(operationsAnswers, (answers) =>
+    handlers
+      .handle("healthz", () => answers.healthz)
+      .handleRaw("readyz", () => answers.readyz)
+      .handleRaw("metrics", () => answers.metrics)))
+

@@ -6,7 +6,8 @@ import { Context, Data, Duration, Effect, Layer, Option, Schedule } from "effect
 import Sqlite from "better-sqlite3"
 import { mkdirSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
-import { PersistenceError } from "../../domain/errors.js"
+import { describeCause, PersistenceError } from "../../domain/errors.js"
+import { registerCheck } from "../../ports/Readiness.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { Transaction } from "../../ports/Transaction.js"
 
@@ -259,7 +260,8 @@ const prepareFile = (filename: string, busyBudget: Duration.DurationInput) =>
  * transactions after a power loss). SQLite's own busy timeout is `NativeBusyTimeoutMs`
  * (0): a lock held by another process opening or migrating the same file at the same
  * time is waited out by `busyRetry(busyBudget)`. Provides `SqlClient`, `SqliteClient`
- * and `SqliteFile`; fails with `SqlError` or `MigrationError` when the file cannot be
+ * and `SqliteFile`, and registers the readiness check `database:<service>` (the file is
+ * still the one opened, and answers `SELECT 1`); fails with `SqlError` or `MigrationError` when the file cannot be
  * opened or migrated for another reason, or the lock outlasts the budget.
  */
 export const databaseLayer = (filename: string, service: ServiceDatabase, busyBudget: Duration.DurationInput = "5 seconds") => {
@@ -277,7 +279,15 @@ export const databaseLayer = (filename: string, service: ServiceDatabase, busyBu
     Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy })
   ))
   const opened = Layer.retry(client, busyRetry(busyBudget).pipe(Schedule.whileInput(isBusy)))
-  return Layer.provideMerge(sqliteFileLayer(filename), Layer.provideMerge(migrate, opened))
+  const check = Layer.effectDiscard(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const file = yield* SqliteFile
+    yield* registerCheck(
+      `database:${service}`,
+      Effect.zipRight(file.verify, sql`SELECT 1`).pipe(Effect.mapError((error) => `${filename}: ${describeCause(error)}`))
+    )
+  }))
+  return Layer.provideMerge(check, Layer.provideMerge(sqliteFileLayer(filename), Layer.provideMerge(migrate, opened)))
 }
 
 /**

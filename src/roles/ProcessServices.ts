@@ -1,0 +1,19 @@
+import { Layer } from "effect"
+import { MetricsExposition } from "../adapters/metrics/PrometheusExposition.js"
+import { BrokerConnections } from "../ports/BrokerConnections.js"
+import { OutboxSignal } from "../ports/OutboxSignal.js"
+import { Readiness } from "../ports/Readiness.js"
+import { Supervisor } from "../ports/Supervisor.js"
+
+/**
+ * What the roles of one process share: the `Supervisor` of their fate, the doorbell from
+ * the API to the relay, the broker connections' states, the readiness checks, and the
+ * metrics exposition. One of each per process; every role layer needs them.
+ */
+export const ProcessServices = Layer.mergeAll(
+  Supervisor.layer,
+  OutboxSignal.layer,
+  BrokerConnections.layer,
+  Readiness.layer,
+  MetricsExposition.live
+)
