@@ -18,7 +18,21 @@ wait_s="${DOSTAVKA_BROKER_WAIT_S:-120}"
 answers() { timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; }
 say() { printf 'broker: %s\n' "$*" >&2; }
 
-if answers; then exit 0; fi
+# The status view reads queue figures from the management HTTP API (port 15672). On a
+# broker of this machine, enable its plugin when it is off (the broker keeps running);
+# without it the view falls back to queue.declare and says so.
+management() {
+  case "$host" in 127.*|localhost|::1) ;; *) return 0 ;; esac
+  timeout 2 bash -c "exec 3<>/dev/tcp/$host/15672" 2>/dev/null && return 0
+  command -v rabbitmq-plugins >/dev/null 2>&1 || return 0
+  if ! rabbitmq-plugins -q list -e rabbitmq_management 2>/dev/null | grep -q rabbitmq_management; then
+    rabbitmq-plugins -q enable rabbitmq_management >/dev/null 2>&1 \
+      && say "enabled the management plugin (http://$host:15672)" \
+      || say "could not enable the management plugin; the status view will fall back to queue.declare"
+  fi
+}
+
+if answers; then management; exit 0; fi
 
 case "$host" in
   127.*|localhost|::1) ;;
@@ -41,7 +55,7 @@ rabbitmq-server -detached >/dev/null 2>&1 || true
 # The listener opens late in the boot; await_startup also waits for the apps behind it.
 command -v rabbitmqctl >/dev/null 2>&1 && rabbitmqctl -q await_startup --timeout "$wait_s" >/dev/null 2>&1 || true
 for _ in $(seq 1 "$wait_s"); do
-  if answers; then say "up on $host:$port"; exit 0; fi
+  if answers; then say "up on $host:$port"; management; exit 0; fi
   sleep 1
 done
 say "rabbitmq-server did not answer on $host:$port within ${wait_s}s; see /var/log/rabbitmq"

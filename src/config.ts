@@ -27,6 +27,8 @@ import type { RetryPolicy } from "./app/failures.js"
  * | DOSTAVKA_RELAY_PARK_AFTER | 10 | rejections (returned or nacked) of an outbox row before it is parked |
  * | DOSTAVKA_TRUSTED_PUBLISHER | (none) | when set, receivers dead-letter events whose `user_id` is not this broker user |
  * | DOSTAVKA_HEALTH_PORT | (none) | when set, a relay or receiver process serves /healthz, /readyz and /metrics on 127.0.0.1 at this port |
+ * | DOSTAVKA_MANAGEMENT_URL | http://<broker host>:15672 | RabbitMQ management HTTP API, for queue figures in the status view; without user info, the broker URL's user logs in; redacted |
+ * | DOSTAVKA_TOPOLOGY_CHECK_MS | 30000 | how often the relay re-verifies its exchange, and each receiver its queues and bindings, restoring what is missing |
  *
  * A bad value fails with a `ConfigError` whose message names the variable, what is wrong
  * with the value and what is accepted, e.g. `DOSTAVKA_HTTP_PORT="abc" is not accepted: use
@@ -58,6 +60,10 @@ export interface SettingsShape {
   readonly trustedPublisher: Option.Option<string>
   /** Where a relay or receiver process serves its health and metrics endpoints; `None`: nowhere. */
   readonly healthPort: Option.Option<number>
+  /** The management HTTP API's base URL, or `None` for the broker's host on port 15672 (see `managementUrlOf`). */
+  readonly managementUrl: Option.Option<Redacted.Redacted<string>>
+  /** How often each role re-verifies its part of the topology and restores what is missing. */
+  readonly topologyCheck: Duration.Duration
 }
 
 /** A refusal of `name`'s value that says what is accepted; the value is shown unless `secret`. */
@@ -199,7 +205,21 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
             ? Either.right(Option.some(Number(t)))
             : Either.left(refuse("DOSTAVKA_HEALTH_PORT", t, "use an integer from 1 to 65535"))
       }))
-  )
+  ),
+  managementUrl: Config.string("DOSTAVKA_MANAGEMENT_URL").pipe(
+    Config.option,
+    Config.mapOrFail((text) =>
+      Option.match(text, {
+        onNone: () => Either.right(Option.none()),
+        onSome: (t) => {
+          const url = URL.canParse(t) ? new URL(t) : undefined
+          return url !== undefined && (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== ""
+            ? Either.right(Option.some(Redacted.make(t)))
+            : Either.left(refuse("DOSTAVKA_MANAGEMENT_URL", t, "use http://user:password@host:15672 (or https://)", true))
+        }
+      }))
+  ),
+  topologyCheck: millis("DOSTAVKA_TOPOLOGY_CHECK_MS", 30_000, 1_000, 86_400_000)
 }).pipe(Config.mapOrFail(crossFieldRules))
 
 /** The log's least severe level: `debug`, `info`, `warning` or `error` (`DOSTAVKA_LOG_LEVEL`, default `info`). */

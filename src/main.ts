@@ -4,14 +4,17 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, ConfigError, Console, Effect, Exit, Layer, Option } from "effect"
 import { describeConfigError, Settings } from "./config.js"
 import { LoggingLive } from "./adapters/logging/Logging.js"
+import { TracingLive } from "./adapters/tracing/Tracing.js"
 import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
 import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
 import { describeCause } from "./domain/errors.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
 import { ProcessServices } from "./roles/ProcessServices.js"
-import { ApiRole } from "./roles/api.js"
-import { ApiStores } from "./roles/databases.js"
+import { ApiRole, statusViewOver } from "./roles/api.js"
+import { ApiReader, ApiStores, HandlerInboxesSqlite } from "./roles/databases.js"
+import { RedeliveryAmqp } from "./adapters/amqp/RedeliveryAmqp.js"
+import { GapsFound, reconcileCommand, statusCommand } from "./cli/StatusCommands.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
 import { HealthRole } from "./roles/health.js"
 import { RelayRole } from "./roles/relay.js"
@@ -71,12 +74,15 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
     return yield* runMainJob(dataset)
   }).pipe(
     Effect.provide(ProcessServices),
+    Effect.provide(TracingLive(Option.match(role, { onNone: () => "dostavka", onSome: (r) => `dostavka-${r}` }))),
     Effect.provide(Environment)
   ))
 
 const operatorCommands = [
   deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
-  outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment))
+  outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment)),
+  statusCommand.pipe(Command.provide(statusViewOver(ApiReader)), Command.provide(Environment)),
+  reconcileCommand.pipe(Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)), Command.provide(Environment))
 ] as const
 
 const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands)), { name: "dostavka", version: "0.1.0" })
@@ -98,7 +104,7 @@ const report = (cause: Cause.Cause<unknown>) => {
   const error = Cause.squash(cause)
   if (ValidationError.isValidationError(error)) return Effect.void
   if (ConfigError.isConfigError(error)) return Console.error(`dostavka: configuration: ${describeConfigError(error)}`)
-  if (error instanceof UsageError) return Console.error(`dostavka: ${error.detail}`)
+  if (error instanceof UsageError || error instanceof GapsFound) return Console.error(`dostavka: ${error.detail}`)
   if (error instanceof RoleFailed) return Console.error(`dostavka: stopped: ${error.message}`)
   return Console.error(`dostavka: stopped: ${describeCause(error)}`)
 }

@@ -18,6 +18,8 @@ export const Metrics = {
   deliveries: Metric.counter("dostavka_deliveries", { description: "Deliveries by handler and disposition", incremental: true }),
   /** Broker connections opened again after a loss, by `role`. */
   reconnects: Metric.counter("dostavka_reconnects", { description: "Broker connections opened again after a loss, by role", incremental: true }),
+  /** Topology objects found missing by a periodic check and declared again, by `role`. */
+  topologyRepairs: Metric.counter("dostavka_topology_repairs", { description: "Missing exchanges, queues and bindings declared again, by role", incremental: true }),
   /** From a publish to its confirm, seconds. */
   publishConfirmSeconds: Metric.histogram("dostavka_publish_confirm_seconds", seconds, "From a publish to its broker confirm"),
   /** From the API's commit (the event's timestamp) to the receiver's commit of its effect, seconds, by `handler`. */

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
 import { envelopeOf } from "../domain/Envelope.js"
+import { currentTraceparent } from "./tracing.js"
 import { IdempotencyKeyReused, StaleRevision } from "../domain/errors.js"
 import { isNewer, type Revision } from "../domain/Material.js"
 import { MaterialPublishedV1 } from "../domain/MaterialPublished.js"
@@ -102,7 +103,8 @@ export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
       publishedAtMs: now
     })
     yield* requests.insert(request)
-    yield* outbox.enqueue(envelopeOf(event, request.requestId, ApiAppId), now)
+    const traceparent = yield* currentTraceparent
+    yield* outbox.enqueue({ ...envelopeOf(event, request.requestId, ApiAppId), traceparent }, now)
     return { replayed: false, request }
   }))
 

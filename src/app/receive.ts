@@ -1,7 +1,7 @@
 import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Metric, Option } from "effect"
 import { decodeEvent, isKeepableCorrelationId, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
-import { Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
+import { type DeliveryFailure, Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
 import {
   classifyDefect,
@@ -13,6 +13,7 @@ import {
 } from "./failures.js"
 import type { HandlerName } from "../domain/HandlerName.js"
 import { Metrics } from "./Metrics.js"
+import { withRemoteParent } from "./tracing.js"
 
 /** What a received message carries besides its event. */
 export interface ReceivedMessage {
@@ -78,6 +79,8 @@ export interface IncomingMessage {
   readonly userId: string | undefined
   /** True when it came straight from the events exchange, false for a retry, a replay, or a message moved by an operator. */
   readonly fromEventsExchange: boolean
+  /** The `traceparent` header as received (W3C Trace Context), if any: the parent of the receiver's span. */
+  readonly traceparent?: unknown
 }
 
 /** The consumer's instruction for one delivery. */
@@ -165,7 +168,9 @@ const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; m
  *   commit; its failure is routed by `policy` (`routeFailure`) to a retry tier or, out
  *   of attempts, to the dead-letter queue;
  * - if the transaction cannot commit, every one of them failed transiently (or, when the
- *   database file was lost, the receiver halts).
+ *   database file was lost, the receiver halts);
+ * - each failure routed to a retry tier or the dead-letter queue is remembered in the
+ *   inbox (`Inbox.noteFailures`) in the same transaction, for reconciliation.
  * Never fails; an interruption interrupts.
  */
 export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
@@ -177,22 +182,46 @@ export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPub
       return refusal === undefined ? decode(incoming) : Either.left(refusal)
     })
     const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
+    const inbox = yield* Inbox
     const startedAt = yield* Clock.currentTimeMillis
-    const received = receivable.length === 0 ? Exit.succeed([]) : yield* Effect.exit(transaction.run(
-      Effect.forEach(receivable, ([i, { event, message }]) =>
-        Effect.exit(transaction.run(receiveOne(handler, event, message))).pipe(
-          Effect.flatMap((exit): Effect.Effect<Verdict> => {
-            if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
-            if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
-            const error = Cause.failureOption(exit.cause)
-            return Effect.succeed(
-              Option.isSome(error)
-                ? onStoreFailure(policy, batch[i]!.attempts, error.value)
-                : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
-            )
-          })
-        ))
-    ))
+    // Failures are remembered beside the receipts (`Inbox.noteFailures`), so that
+    // reconciliation does not count a message being retried or dead-lettered as lost.
+    const noteOf = (i: number, verdict: Verdict): Array<DeliveryFailure> => {
+      const messageId = batch[i]!.messageId
+      if (messageId === undefined || messageId === "") return []
+      if (verdict._tag === "Retry") return [{ handler: handler.name, messageId, state: "retrying", attempts: verdict.attempts, atMs: startedAt }]
+      if (verdict._tag === "DeadLetter") return [{ handler: handler.name, messageId, state: "dead", attempts: verdict.attempts, atMs: startedAt }]
+      return []
+    }
+    const refused = decoded.flatMap((d, i) =>
+      Either.isLeft(d) ? noteOf(i, Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts })) : [])
+    const received = receivable.length === 0
+      ? yield* Effect.as(refused.length === 0 ? Effect.void : Effect.ignore(transaction.run(inbox.noteFailures(refused))), Exit.succeed([]))
+      : yield* Effect.exit(transaction.run(
+        Effect.gen(function*() {
+          const verdicts = yield* Effect.forEach(receivable, ([i, { event, message }]) =>
+            Effect.exit(transaction.run(receiveOne(handler, event, message)).pipe(
+              withRemoteParent(`Receiver.apply ${handler.name}`, batch[i]!.traceparent, {
+                "messaging.system": "rabbitmq",
+                "messaging.message.id": message.messageId,
+                "dostavka.handler": handler.name
+              })
+            )).pipe(
+              Effect.flatMap((exit): Effect.Effect<Verdict> => {
+                if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
+                if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
+                const error = Cause.failureOption(exit.cause)
+                return Effect.succeed(
+                  Option.isSome(error)
+                    ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+                    : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
+                )
+              })
+            ))
+          yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
+          return verdicts
+        })
+      ))
     if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
     const committedAt = yield* Clock.currentTimeMillis
     if (receivable.length > 0) yield* Metric.update(Metric.tagged(Metrics.handlerSeconds, "handler", handler.name), (committedAt - startedAt) / 1000)

@@ -1,8 +1,9 @@
-import { Clock, Data, Duration, Effect } from "effect"
+import { Clock, Data, Duration, Effect, Exit, Option, type Tracer } from "effect"
+import { parseTraceparent, traceparentOf, TracingEnabled } from "./tracing.js"
 import { rejectedRowDelay, relayBackoff, Settings } from "../config.js"
 import { describeCause } from "../domain/errors.js"
 import { EventBus, type Unknown } from "../ports/EventBus.js"
-import { Outbox, type Rejection } from "../ports/Outbox.js"
+import { Outbox, type OutboxMessage, type Rejection } from "../ports/Outbox.js"
 import { Transaction } from "../ports/Transaction.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
 
@@ -22,6 +23,24 @@ export interface DrainResult {
 export class RelayBatchIncomplete extends Data.TaggedError("RelayBatchIncomplete")<DrainResult & { readonly detail: string }> {}
 
 /**
+ * When tracing is on, a `Relay.publish` span per row, child of the span that wrote the row
+ * (its `traceparent`); the message then carries the publish span's own context, so each
+ * receiver's span is its child. Ended with the publish's outcome.
+ */
+const publishSpans = (batch: ReadonlyArray<OutboxMessage>) =>
+  Effect.flatMap(TracingEnabled, (enabled) =>
+    enabled
+      ? Effect.forEach(batch, (row) => {
+        const parent = parseTraceparent(row.envelope.traceparent)
+        return Effect.makeSpan("Relay.publish", {
+          kind: "producer",
+          attributes: { "messaging.system": "rabbitmq", "messaging.message.id": row.envelope.messageId, "messaging.destination.name": row.envelope.type },
+          ...(Option.isSome(parent) ? { parent: parent.value } : {})
+        }).pipe(Effect.map((span): Tracer.Span | undefined => span))
+      })
+      : Effect.succeed(batch.map((): Tracer.Span | undefined => undefined)))
+
+/**
  * Publishes up to `window` due outbox rows, oldest first, all in flight at once, then in
  * ONE transaction marks published exactly those the broker confirmed and deals with the
  * rejected ones (returned as unroutable, or nacked): each waits `rejectedRowDelay` of
@@ -33,14 +52,24 @@ export class RelayBatchIncomplete extends Data.TaggedError("RelayBatchIncomplete
  * outcome at debug level. Fails with `RelayBatchIncomplete` when an outcome was
  * unknown, or `PersistenceError`.
  */
-export const drainOnce = Effect.fn("Relay.drain")(function*(options: { readonly window: number; readonly parkAfter: number }) {
+export const drainOnce = Effect.fnUntraced(function*(options: { readonly window: number; readonly parkAfter: number }) {
   const outbox = yield* Outbox
   const bus = yield* EventBus
   const transaction = yield* Transaction
   const batch = yield* outbox.pending(options.window, yield* Clock.currentTimeMillis)
   if (batch.length === 0) return { attempted: 0, confirmed: 0, rejected: 0, parked: 0, unknown: 0 } satisfies DrainResult
-  const outcomes = yield* bus.publish(batch.map((row) => row.envelope))
+  const spans = yield* publishSpans(batch)
+  const outcomes = yield* bus.publish(batch.map((row, i) => {
+    const span = spans[i]
+    return span === undefined ? row.envelope : { ...row.envelope, traceparent: traceparentOf(span) }
+  }))
   const now = yield* Clock.currentTimeMillis
+  const endedAt = yield* Clock.currentTimeNanos
+  for (const [i, span] of spans.entries()) {
+    const outcome = outcomes[i]!
+    span?.attribute("dostavka.publish.outcome", outcome._tag)
+    span?.end(endedAt, outcome._tag === "Confirmed" ? Exit.void : Exit.fail(`${outcome._tag}: ${outcome.reason}`))
+  }
   const confirmed: Array<string> = []
   const rejections: Array<Rejection> = []
   let unknown: Unknown | undefined

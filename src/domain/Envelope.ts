@@ -29,6 +29,11 @@ export interface Envelope {
   readonly appId: string
   /** The JSON body, UTF-8. */
   readonly body: string
+  /**
+   * The W3C `traceparent` of the span that caused it (W3C Trace Context), when the
+   * producing process traces; carried in the message's `traceparent` header.
+   */
+  readonly traceparent?: string | undefined
 }
 
 export const JsonContentType = "application/json"

@@ -17,6 +17,28 @@ export interface InboxCounts {
   readonly stale: number
   /** Deliveries suppressed because a receipt already existed. */
   readonly duplicates: number
+  /** When the last receipt with outcome `applied` was written (ms since the epoch), `null` if none. */
+  readonly lastAppliedAtMs: number | null
+  /** Messages whose last failure sent them to a retry tier, with no receipt since. */
+  readonly retrying: number
+  /** Messages the receiver dead-lettered, with no receipt since (a replay that applied clears it). */
+  readonly dead: number
+}
+
+/** A delivery the receiver routed to a retry tier (`retrying`) or to its dead-letter queue (`dead`). */
+export interface DeliveryFailure {
+  readonly handler: string
+  readonly messageId: string
+  readonly state: "retrying" | "dead"
+  /** Failed attempts so far. */
+  readonly attempts: number
+  readonly atMs: number
+}
+
+/** A message with no receipt, and the last failure the receiver routed for it, if any. */
+export interface Unreceived {
+  readonly messageId: string
+  readonly failure: DeliveryFailure | null
 }
 
 /**
@@ -26,12 +48,23 @@ export interface InboxCounts {
  * the receipt exists iff the effect committed; a second `record` of the same pair fails
  * with `PersistenceError` (the unique key), which rolls that transaction back.
  * `noteDuplicate` counts a suppressed redelivery on the existing receipt.
+ *
+ * `noteFailures` remembers, per `(handler, messageId)`, the last failure the receiver
+ * routed (the latest replaces the earlier), so that reconciliation can tell a message
+ * the handler never saw from one it is retrying or dead-lettered. `missing(handler, ids,
+ * retryingSinceMs)` returns those of `ids` (in their order) with no receipt, not
+ * dead-lettered, and not sent to a retry tier at or after `retryingSinceMs`.
  */
 export interface InboxShape {
   readonly find: (handler: string, messageId: string) => Effect.Effect<Option.Option<Receipt>, PersistenceError>
   readonly record: (receipt: Receipt) => Effect.Effect<void, PersistenceError>
   readonly noteDuplicate: (handler: string, messageId: string) => Effect.Effect<void, PersistenceError>
   readonly counts: (handler: string) => Effect.Effect<InboxCounts, PersistenceError>
+  readonly noteFailures: (failures: ReadonlyArray<DeliveryFailure>) => Effect.Effect<void, PersistenceError>
+  readonly unreceived: (
+    handler: string,
+    messageIds: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<Unreceived>, PersistenceError>
 }
 
 export class Inbox extends Context.Tag("dostavka/Inbox")<Inbox, InboxShape>() {}

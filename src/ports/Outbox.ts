@@ -34,6 +34,15 @@ export interface OutboxStats {
   readonly parked: number
   /** Age in ms of the oldest pending row at `nowMs`, `null` when nothing is pending. */
   readonly oldestPendingAgeMs: number | null
+  /** Rows published in the minute before `nowMs`. */
+  readonly publishedLastMinute: number
+}
+
+/** A published row's place in commit order, for reconciliation. */
+export interface PublishedRef {
+  readonly sequence: number
+  readonly messageId: string
+  readonly publishedAtMs: number
 }
 
 /**
@@ -64,6 +73,13 @@ export interface OutboxShape {
   /** `None` when no row has that id; `Some(null)` while pending; `Some(ms)` once published. */
   readonly publishedAt: (messageId: string) => Effect.Effect<Option.Option<number | null>, PersistenceError>
   readonly stats: (nowMs: number) => Effect.Effect<OutboxStats, PersistenceError>
+  /**
+   * Up to `limit` published rows with `sequence` above `afterSequence` that were published
+   * before `publishedBeforeMs`, in sequence order: reconciliation's pages.
+   */
+  readonly publishedPage: (afterSequence: number, publishedBeforeMs: number, limit: number) => Effect.Effect<ReadonlyArray<PublishedRef>, PersistenceError>
+  /** The rows with these message ids, in sequence order; ids with no row are left out. */
+  readonly find: (messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
   readonly acquireLease: (owner: string, ttlMs: number, nowMs: number) => Effect.Effect<boolean, PersistenceError>
   readonly releaseLease: (owner: string) => Effect.Effect<void, PersistenceError>
 }

@@ -1,9 +1,14 @@
-import { Effect, Layer } from "effect"
+import { existsSync } from "node:fs"
+import { Context, Effect, Layer } from "effect"
 import { Settings } from "../config.js"
 import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
-import { databaseFile, databaseLayer, readerLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
+import { databaseFile, databaseLayer, persistence, readerLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
 import { InboxSqlite } from "../adapters/sqlite/InboxSqlite.js"
+import { PersistenceError } from "../domain/errors.js"
+import type { HandlerName } from "../domain/HandlerName.js"
+import { HandlerInboxes } from "../ports/HandlerInboxes.js"
+import { Inbox } from "../ports/Inbox.js"
 import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
 import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
 import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
@@ -52,6 +57,26 @@ export const AuditStores = Layer.mergeAll(
 
 const reader = (service: ServiceDatabase) =>
   Layer.unwrapEffect(Effect.map(Settings, (s) => readerLayer(databaseFile(s.dataDir, service))))
+
+/**
+ * `HandlerInboxes` over the receivers' databases in `DOSTAVKA_DATA_DIR`: each opened
+ * read-only for the caller's scope. A database not created yet (its receiver never ran
+ * here) fails with `PersistenceError` (`unavailable`) instead of being created empty.
+ */
+export const HandlerInboxesSqlite = Layer.effect(
+  HandlerInboxes,
+  Effect.map(Effect.context<Settings>(), (context) => ({
+    of: (handler: HandlerName) =>
+      Effect.gen(function*() {
+        const file = databaseFile(Context.get(context, Settings).dataDir, handler)
+        if (!existsSync(file)) {
+          return yield* new PersistenceError({ operation: "inbox.open", kind: "unavailable", cause: new Error(`${file} does not exist`) })
+        }
+        const built = yield* Layer.build(InboxSqlite.pipe(Layer.provide(readerLayer(file)))).pipe(persistence("inbox.open"))
+        return Context.get(built, Inbox)
+      })
+  }))
+)
 
 /**
  * Read-only views of the three databases, for observers in any process (the main job's

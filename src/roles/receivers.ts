@@ -4,6 +4,7 @@ import { auditHandler, catalogHandler } from "../app/handlers.js"
 import { type Handler, judgeAll } from "../app/receive.js"
 import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
 import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
+import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
 import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
 import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
 import { topologyPlanOf } from "../adapters/amqp/Topology.js"
@@ -12,7 +13,7 @@ import { registerConnectionCheck } from "../ports/BrokerConnections.js"
 import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
 import { AuditStores, CatalogStores } from "./databases.js"
-import { declareAtStart } from "./broker.js"
+import { declareAtStart, keepTopology } from "./broker.js"
 
 /**
  * A receiver role for `handler`: consumes `<prefix>.<handler>` on its own consuming
@@ -29,6 +30,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       const topology = topologyPlanOf(settings, handler.name)
       const policy = settings.retry[handler.name]
       yield* declareAtStart(`${handler.name}-setup`, handler.name)
+      yield* keepTopology(`${handler.name}-topology`, handler.name)
       const copies = yield* makeAmqpPublisher({
         access: brokerAccessOf(settings),
         connectionName: `${settings.prefix}-${handler.name}-publisher`,
@@ -63,7 +65,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
         )
       )
     })
-  ).pipe(Layer.provide(AmqpClient.live))
+  ).pipe(Layer.provide(Layer.merge(AmqpClient.live, ManagementApi.live)))
 
 /** The `catalog` role over `catalog.db`. Needs `Settings` and `Supervisor`. */
 export const CatalogRole = receiverRole(catalogHandler).pipe(Layer.provide(CatalogStores))

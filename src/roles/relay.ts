@@ -4,8 +4,9 @@ import { randomUUID } from "node:crypto"
 import { runRelay } from "../app/relay.js"
 import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
 import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
+import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
 import { ApiStores } from "./databases.js"
-import { declareAtStart } from "./broker.js"
+import { declareAtStart, keepTopology } from "./broker.js"
 import { Supervisor } from "../ports/Supervisor.js"
 
 /**
@@ -16,9 +17,13 @@ import { Supervisor } from "../ports/Supervisor.js"
 export const RelayRole = Layer.scopedDiscard(
   Effect.gen(function*() {
     yield* declareAtStart("relay-setup", "relay")
+    yield* keepTopology("relay-topology", "relay")
     // Added before the fork, so it runs after the relay fiber has been interrupted.
     yield* Effect.addFinalizer(() => Effect.logInfo("relay stopped"))
     const supervisor = yield* Supervisor
     yield* supervisor.supervise("relay", runRelay(`${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`))
   })
-).pipe(Layer.provide(Layer.merge(EventBusAmqp("relay-publisher"), ApiStores)), Layer.provide(AmqpClient.live))
+).pipe(
+  Layer.provide(Layer.mergeAll(EventBusAmqp("relay-publisher"), ApiStores, ManagementApi.live)),
+  Layer.provide(AmqpClient.live)
+)

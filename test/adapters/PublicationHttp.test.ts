@@ -7,6 +7,8 @@ import { Transaction } from "../../src/ports/Transaction.js"
 import { publicationApi } from "../../src/roles/api.js"
 import { ApiMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { memoryStatusView } from "../support/status.js"
+import { Settings } from "../../src/config.js"
 
 /** The publication API over the in-memory stores (no SQLite, no broker), with `transaction` in place of the memory one when given. */
 const apiOver = (failing?: PersistenceError) =>
@@ -15,7 +17,7 @@ const apiOver = (failing?: PersistenceError) =>
       ? ApiMemory
       : Layer.merge(ApiMemory, Layer.succeed(Transaction, { run: () => Effect.fail(failing) }))
     const context = yield* Layer.build(
-      publicationApi(0, stores, ApiMemory).pipe(Layer.provide(ProcessServices))
+      publicationApi(0, stores, ApiMemory, memoryStatusView(ApiMemory)).pipe(Layer.provide(ProcessServices), Layer.provide(Settings.with({})))
     )
     const server = Context.get(context, HttpServer.HttpServer)
     const port = server.address._tag === "TcpAddress" ? server.address.port : 0

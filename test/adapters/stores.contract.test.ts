@@ -51,7 +51,7 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       expect(pending.map((m) => m.envelope)).toEqual(envelopes.slice(0, 2))
       expect(pending[0]!.sequence).toBeLessThan(pending[1]!.sequence)
       yield* outbox.markPublished([envelopes[0]!.messageId], 5000)
-      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, parked: 0, oldestPendingAgeMs: 500 })
+      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, parked: 0, oldestPendingAgeMs: 500, publishedLastMinute: 1 })
       expect(yield* outbox.publishedAt(envelopes[0]!.messageId)).toEqual(Option.some(5000))
       expect(yield* outbox.publishedAt(envelopes[1]!.messageId)).toEqual(Option.some(null))
       expect(yield* outbox.publishedAt("nope")).toEqual(Option.none())
@@ -146,7 +146,7 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
         .toBeInstanceOf(PersistenceError)
       yield* inbox.noteDuplicate("catalog", "m1")
       yield* inbox.noteDuplicate("catalog", "m1")
-      expect(yield* inbox.counts("catalog")).toEqual({ applied: 1, stale: 1, duplicates: 2 })
+      expect(yield* inbox.counts("catalog")).toEqual({ applied: 1, stale: 1, duplicates: 2, lastAppliedAtMs: 1, retrying: 0, dead: 0 })
       expect(yield* inbox.find("audit", "m1")).toEqual(Option.some({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 }))
       expect(yield* inbox.find("audit", "m2")).toEqual(Option.none())
 
@@ -160,5 +160,46 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* audit.append(record)
       expect(yield* Effect.flip(audit.append(record))).toBeInstanceOf(PersistenceError)
       expect(yield* audit.count).toBe(1)
+    }).pipe(Effect.provide(receiver)))
+
+  it.effect("outbox for reconciliation: published pages in sequence order, rows by id, the trace context kept", () =>
+    Effect.gen(function*() {
+      const outbox = yield* Outbox
+      const envelopes = [1, 2, 3, 4].map((r) => MaterialMother.envelope(MaterialMother.event({ revision: r })))
+      const traced = { ...envelopes[0]!, traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" }
+      yield* outbox.enqueue(traced, 1)
+      for (const e of envelopes.slice(1)) yield* outbox.enqueue(e, 1)
+      yield* outbox.markPublished([envelopes[0]!.messageId, envelopes[1]!.messageId], 100)
+      yield* outbox.markPublished([envelopes[3]!.messageId], 200)
+      const [first, second, fourth] = yield* outbox.publishedPage(0, 1_000, 10)
+      expect([first?.messageId, second?.messageId, fourth?.messageId]).toEqual([envelopes[0]!.messageId, envelopes[1]!.messageId, envelopes[3]!.messageId])
+      expect(fourth?.publishedAtMs).toBe(200)
+      expect((yield* outbox.publishedPage(first!.sequence, 1_000, 1)).map((r) => r.messageId)).toEqual([envelopes[1]!.messageId])
+      expect((yield* outbox.publishedPage(0, 200, 10)).map((r) => r.messageId)).toEqual([envelopes[0]!.messageId, envelopes[1]!.messageId])
+      const found = yield* outbox.find([envelopes[3]!.messageId, "nope", envelopes[0]!.messageId])
+      expect(found.map((r) => r.envelope)).toEqual([traced, envelopes[3]])
+    }).pipe(Effect.provide(api)))
+
+  it.effect("inbox failures: the latest of each message kept, counted while unreceived, and reported by unreceived", () =>
+    Effect.gen(function*() {
+      const inbox = yield* Inbox
+      yield* inbox.noteFailures([
+        { handler: "catalog", messageId: "m1", state: "retrying", attempts: 1, atMs: 10 },
+        { handler: "catalog", messageId: "m2", state: "dead", attempts: 5, atMs: 20 },
+        { handler: "audit", messageId: "m1", state: "dead", attempts: 1, atMs: 30 }
+      ])
+      yield* inbox.noteFailures([{ handler: "catalog", messageId: "m1", state: "retrying", attempts: 2, atMs: 40 }])
+      yield* inbox.noteFailures([])
+      expect(yield* inbox.counts("catalog")).toMatchObject({ retrying: 1, dead: 1, lastAppliedAtMs: null })
+      expect(yield* inbox.unreceived("catalog", ["m3", "m1", "m2"])).toEqual([
+        { messageId: "m3", failure: null },
+        { messageId: "m1", failure: { handler: "catalog", messageId: "m1", state: "retrying", attempts: 2, atMs: 40 } },
+        { messageId: "m2", failure: { handler: "catalog", messageId: "m2", state: "dead", attempts: 5, atMs: 20 } }
+      ])
+      // A receipt settles it, whatever failed before: a replay that applied.
+      yield* inbox.record({ handler: "catalog", messageId: "m2", outcome: "applied", receivedAtMs: 50 })
+      expect(yield* inbox.unreceived("catalog", ["m2"])).toEqual([])
+      expect(yield* inbox.counts("catalog")).toMatchObject({ applied: 1, retrying: 1, dead: 0, lastAppliedAtMs: 50 })
+      expect(yield* inbox.unreceived("audit", [])).toEqual([])
     }).pipe(Effect.provide(receiver)))
 })

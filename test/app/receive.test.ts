@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Option } from "effect"
+import { Context, Duration, Effect, Option, TestClock } from "effect"
 import type { RetryPolicy } from "../../src/app/failures.js"
 import { auditHandler, catalogHandler } from "../../src/app/handlers.js"
 import { type IncomingMessage, judge, judgeAll, receive, Verdict } from "../../src/app/receive.js"
@@ -24,7 +24,7 @@ describe("the catalog handler", () => {
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 3 }))).toBe("applied")
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 2 }))).toBe("stale")
       expect(yield* catalogRevision).toBe(3)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toEqual({ applied: 1, stale: 1, duplicates: 0 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 1, stale: 1, duplicates: 0 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("the same revision again under a new event id is stale; a newer one replaces it", () =>
@@ -45,7 +45,7 @@ describe("the inbox", () => {
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toEqual({ applied: 1, stale: 0, duplicates: 2 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, stale: 0, duplicates: 2 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("receipts are per handler: catalog and audit each apply the same message once, and only once", () =>
@@ -56,8 +56,8 @@ describe("the inbox", () => {
       expect(yield* deliver(catalogHandler, event)).toBe("duplicate")
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toEqual({ applied: 1, stale: 0, duplicates: 1 })
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toEqual({ applied: 1, stale: 0, duplicates: 1 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 1, stale: 0, duplicates: 1 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, stale: 0, duplicates: 1 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("a failing effect leaves no receipt, so the retry applies it", () =>
@@ -96,6 +96,23 @@ describe("judge", () => {
         })
       }
       expect(yield* Effect.flatMap(CatalogStore, (c) => c.count)).toBe(0)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("remembers each routed failure beside the receipts: retrying, then dead, and incompatible ones with an id as dead", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event()
+      const buggy = { ...catalogHandler, apply: () => Effect.die(new TypeError("boom")) }
+      const bad = incoming({ messageId: "bad-1", body: Buffer.from("{") })
+      yield* TestClock.setTime(5_000)
+      yield* judgeAll(buggy, policy)([MaterialMother.incoming(event, { attempts: 0 }), bad])
+      const unreceived = (ids: ReadonlyArray<string>) => Effect.flatMap(Inbox, (i) => i.unreceived("catalog", ids))
+      expect(yield* unreceived([event.eventId, "bad-1"])).toEqual([
+        { messageId: event.eventId, failure: { handler: "catalog", messageId: event.eventId, state: "retrying", attempts: 1, atMs: 5_000 } },
+        { messageId: "bad-1", failure: { handler: "catalog", messageId: "bad-1", state: "dead", attempts: 0, atMs: 5_000 } }
+      ])
+      yield* judge(buggy, policy)(MaterialMother.incoming(event, { attempts: 4 }))
+      expect((yield* unreceived([event.eventId]))[0]?.failure).toMatchObject({ state: "dead", attempts: 5 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 0, retrying: 0, dead: 2 })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("acks a valid message with its disposition", () =>

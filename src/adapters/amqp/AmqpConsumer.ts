@@ -1,6 +1,7 @@
 import { Chunk, Clock, Data, Deferred, Duration, Effect, Metric, Queue, Schedule } from "effect"
 import { Metrics } from "../../app/Metrics.js"
 import { ConnectionState, reportConnection } from "../../ports/BrokerConnections.js"
+import { TraceparentHeader } from "./EventBusAmqp.js"
 import type { ConsumeMessage, Message } from "amqplib"
 import type { HandlerName } from "../../domain/HandlerName.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
@@ -54,7 +55,8 @@ export const toIncoming = (message: Message, eventsExchange?: string): IncomingM
   body: message.content,
   attempts: attemptsOf(message.properties),
   userId: typeof message.properties.userId === "string" ? message.properties.userId : undefined,
-  fromEventsExchange: eventsExchange !== undefined && message.fields.exchange === eventsExchange
+  fromEventsExchange: eventsExchange !== undefined && message.fields.exchange === eventsExchange,
+  traceparent: message.properties.headers?.[TraceparentHeader]
 })
 
 /** How one delivery of a batch is settled once its verdict and its copy's outcome are known. */

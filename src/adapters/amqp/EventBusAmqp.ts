@@ -7,10 +7,14 @@ import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { brokerAccessOf } from "./AmqpConnection.js"
 import { namesOf, topologyPlanOf } from "./Topology.js"
 
+/** The application header that carries the W3C trace context of the span that published the message. */
+export const TraceparentHeader = "traceparent"
+
 /**
  * The AMQP properties of an envelope: persistent (delivery_mode 2), message_id,
  * correlation_id, type, content_type, timestamp in seconds (AMQP 0-9-1 `timestamp` is
- * POSIX time), app_id and the `x-schema-version` header; with `userId`, also `user_id`,
+ * POSIX time), app_id, the `x-schema-version` header and, when the envelope has one, the
+ * W3C `traceparent` header (W3C "Trace Context: AMQP protocol"); with `userId`, also `user_id`,
  * which RabbitMQ checks against the publishing connection's user ("Validated User-ID"),
  * so a receiver can tell the relay's events from anyone else's.
  */
@@ -27,7 +31,10 @@ export const toPublish = (exchange: string, envelope: Envelope, userId?: string)
     contentEncoding: "utf-8",
     timestamp: Math.floor(envelope.timestampMs / 1000),
     appId: envelope.appId,
-    headers: { [SchemaVersionHeader]: envelope.schemaVersion },
+    headers: {
+      [SchemaVersionHeader]: envelope.schemaVersion,
+      ...(envelope.traceparent === undefined ? {} : { [TraceparentHeader]: envelope.traceparent })
+    },
     ...(userId === undefined ? {} : { userId })
   }
 })

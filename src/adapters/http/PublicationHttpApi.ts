@@ -2,6 +2,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Schema } from "effect"
 import { MaxBodyBytes } from "../../domain/Material.js"
 import { IdempotencyKey, PublishMaterial } from "../../domain/PublishMaterial.js"
+import { StatusWire } from "./StatusWire.js"
 import { OperationsGroup } from "./OperationsHttpApi.js"
 
 /**
@@ -179,6 +180,18 @@ const getMaterial = HttpApiEndpoint.get("getMaterial", "/v1/materials/*")
 /** The publication endpoints: publish, and read back what was accepted. */
 export class PublicationsGroup extends HttpApiGroup.make("publications").add(publish).add(getPublication).add(getMaterial) {}
 
+/** `GET /v1/status`: the operator's view across the outbox, the broker and the inboxes. */
+export class StatusGroup extends HttpApiGroup.make("status").add(
+  HttpApiEndpoint.get("status", "/v1/status")
+    .addSuccess(StatusWire)
+    .annotate(OpenApi.Summary, "The outbox, each handler's queues and inbox side by side, and this process's broker connections")
+    .annotate(
+      OpenApi.Description,
+      "Queue figures come from the RabbitMQ management API (up to 5 s old) or, when it does not answer, a passive " +
+        "queue.declare (unacked then null); `source` and `as_of` say which and when. Unknown figures are null, never 0."
+    )
+) {}
+
 /**
  * The publication API's contract: every path, header, body, status and problem, in one
  * declared place. The server (`PublicationHttpHandlers`), the OpenAPI document at
@@ -188,6 +201,7 @@ export class PublicationsGroup extends HttpApiGroup.make("publications").add(pub
  */
 export class PublicationHttpApi extends HttpApi.make("dostavka")
   .add(PublicationsGroup)
+  .add(StatusGroup)
   .add(OperationsGroup)
   .addError(invalidRequest)
   .addError(notFound)

@@ -10,6 +10,8 @@ import { MaterialId, MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, type IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { operationsAnswers } from "./OperationsHttpApi.js"
+import { toStatusWire } from "./StatusWire.js"
+import { StatusView } from "../../app/status.js"
 import {
   IdempotencyKeyReusedProblem,
   InvalidRequest,
@@ -187,3 +189,7 @@ export const PublicationOperationsLive = HttpApiBuilder.group(PublicationHttpApi
       .handleRaw("readyz", () => answers.readyz)
       .handleRaw("metrics", () => answers.metrics)))
 
+
+/** `GET /v1/status`, from the process's `StatusView`. */
+export const PublicationStatusLive = HttpApiBuilder.group(PublicationHttpApi, "status", (handlers) =>
+  Effect.map(StatusView, (view) => handlers.handle("status", () => Effect.map(view.report, toStatusWire))))

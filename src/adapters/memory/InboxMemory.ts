@@ -1,5 +1,5 @@
 import { Effect, Layer, Option, Ref } from "effect"
-import { Inbox, type Receipt } from "../../ports/Inbox.js"
+import { type DeliveryFailure, Inbox, type Receipt } from "../../ports/Inbox.js"
 import { MemoryDatabase, uniqueViolation } from "./MemoryDatabase.js"
 
 type Entry = Receipt & { readonly duplicates: number }
@@ -11,6 +11,7 @@ export const InboxMemory = Layer.effect(
   Effect.gen(function*() {
     const db = yield* MemoryDatabase
     const table = yield* db.table<ReadonlyMap<string, Entry>>("inbox", new Map())
+    const failures = yield* db.table<ReadonlyMap<string, DeliveryFailure>>("delivery_failures", new Map())
     return {
       find: (handler, messageId) =>
         Effect.map(Ref.get(table), (t) =>
@@ -29,14 +30,30 @@ export const InboxMemory = Layer.effect(
           return entry === undefined ? t : new Map(t).set(key, { ...entry, duplicates: entry.duplicates + 1 })
         }),
       counts: (handler) =>
-        Effect.map(Ref.get(table), (t) => {
+        Effect.zipWith(Ref.get(table), Ref.get(failures), (t, f) => {
           const mine = [...t.values()].filter((e) => e.handler === handler)
+          const applied = mine.filter((e) => e.outcome === "applied")
+          const open = [...f.values()].filter((x) => x.handler === handler && !t.has(keyOf(handler, x.messageId)))
           return {
-            applied: mine.filter((e) => e.outcome === "applied").length,
+            applied: applied.length,
             stale: mine.filter((e) => e.outcome === "stale").length,
-            duplicates: mine.reduce((n, e) => n + e.duplicates, 0)
+            duplicates: mine.reduce((n, e) => n + e.duplicates, 0),
+            lastAppliedAtMs: applied.length === 0 ? null : Math.max(...applied.map((e) => e.receivedAtMs)),
+            retrying: open.filter((x) => x.state === "retrying").length,
+            dead: open.filter((x) => x.state === "dead").length
           }
-        })
+        }),
+      noteFailures: (noted) =>
+        Ref.update(failures, (f) => {
+          const next = new Map(f)
+          for (const x of noted) next.set(keyOf(x.handler, x.messageId), x)
+          return next
+        }),
+      unreceived: (handler, messageIds) =>
+        Effect.zipWith(Ref.get(table), Ref.get(failures), (t, f) =>
+          messageIds
+            .filter((id) => !t.has(keyOf(handler, id)))
+            .map((id) => ({ messageId: id, failure: f.get(keyOf(handler, id)) ?? null })))
     }
   })
 )

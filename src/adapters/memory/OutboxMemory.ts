@@ -92,9 +92,18 @@ export const OutboxMemory = Layer.effect(
             pending: pending.length,
             published: t.rows.filter((row) => row.publishedAtMs !== null).length,
             parked: t.rows.filter((row) => row.publishedAtMs === null && row.parkedAtMs !== null).length,
-            oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest)
+            oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest),
+            publishedLastMinute: t.rows.filter((row) => row.publishedAtMs !== null && row.publishedAtMs >= nowMs - 60_000).length
           }
         }),
+      publishedPage: (afterSequence, publishedBeforeMs, limit) =>
+        Effect.map(Ref.get(table), (t) =>
+          t.rows
+            .filter((row) => row.sequence > afterSequence && row.publishedAtMs !== null && row.publishedAtMs < publishedBeforeMs)
+            .slice(0, limit)
+            .map((row) => ({ sequence: row.sequence, messageId: row.envelope.messageId, publishedAtMs: row.publishedAtMs! }))),
+      find: (messageIds) =>
+        Effect.map(Ref.get(table), (t) => t.rows.filter((row) => messageIds.includes(row.envelope.messageId)).map(withoutSchedule)),
       acquireLease: (owner, ttlMs, nowMs) =>
         Ref.modify(table, (t) =>
           t.lease === undefined || t.lease.owner === owner || t.lease.expiresAtMs <= nowMs

@@ -53,6 +53,17 @@ const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
     PRIMARY KEY (handler, message_id)
   )`)
 
+// The last failure the receiver routed for a message: see `Inbox.noteFailures`.
+const deliveryFailuresTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
+  CREATE TABLE delivery_failures (
+    handler         TEXT    NOT NULL,
+    message_id      TEXT    NOT NULL,
+    state           TEXT    NOT NULL CHECK (state IN ('retrying', 'dead')),
+    attempts        INTEGER NOT NULL,
+    last_failure_at INTEGER NOT NULL,
+    PRIMARY KEY (handler, message_id)
+  )`)
+
 // Every database has this one-row-less table: see `TransactionSqlite` for why.
 const writeLockTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE write_lock (n INTEGER)`)
 
@@ -113,7 +124,9 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         sql`CREATE INDEX outbox_pending ON outbox (sequence) WHERE published_at IS NULL AND parked_at IS NULL`,
         sql`CREATE INDEX outbox_parked ON outbox (sequence) WHERE parked_at IS NOT NULL`
       ], { discard: true })
-    )
+    ),
+    // The W3C trace context of the request that wrote the row, when the API traces.
+    "3_outbox_traceparent": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`ALTER TABLE outbox ADD COLUMN traceparent TEXT`)
   },
   catalog: {
     "1_init": Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -129,7 +142,8 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         inboxTable,
         writeLockTable
       ], { discard: true })
-    )
+    ),
+    "2_delivery_failures": deliveryFailuresTable
   },
   audit: {
     "1_init": Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -146,7 +160,8 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         inboxTable,
         writeLockTable
       ], { discard: true })
-    )
+    ),
+    "2_delivery_failures": deliveryFailuresTable
   }
 }
 

@@ -18,6 +18,7 @@ interface OutboxRow {
   readonly rejections: number
   readonly last_error: string | null
   readonly parked_at: number | null
+  readonly traceparent: string | null
 }
 
 const toMessage = (row: OutboxRow): OutboxMessage => ({
@@ -30,7 +31,8 @@ const toMessage = (row: OutboxRow): OutboxMessage => ({
     contentType: row.content_type,
     timestampMs: row.timestamp_ms,
     appId: row.app_id,
-    body: row.body
+    body: row.body,
+    ...(row.traceparent === null ? {} : { traceparent: row.traceparent })
   },
   createdAtMs: row.created_at,
   publishedAtMs: row.published_at,
@@ -59,7 +61,8 @@ export const OutboxSqlite = Layer.effect(
             timestamp_ms: envelope.timestampMs,
             app_id: envelope.appId,
             body: envelope.body,
-            created_at: createdAtMs
+            created_at: createdAtMs,
+            traceparent: envelope.traceparent ?? null
           })
         }`.pipe(Effect.asVoid, persistence("outbox.enqueue")),
       pending: (limit, nowMs) =>
@@ -107,10 +110,11 @@ export const OutboxSqlite = Layer.effect(
           persistence("outbox.publishedAt")
         ),
       stats: (nowMs) =>
-        sql<{ pending: number; published: number; parked: number; oldest: number | null }>`
+        sql<{ pending: number; published: number; parked: number; oldest: number | null; last_minute: number }>`
           SELECT
             COUNT(*) FILTER (WHERE published_at IS NULL AND parked_at IS NULL)     AS pending,
             COUNT(*) FILTER (WHERE published_at IS NOT NULL)                       AS published,
+            COUNT(*) FILTER (WHERE published_at >= ${nowMs - 60_000})              AS last_minute,
             COUNT(*) FILTER (WHERE published_at IS NULL AND parked_at IS NOT NULL) AS parked,
             MIN(created_at) FILTER (WHERE published_at IS NULL AND parked_at IS NULL) AS oldest
           FROM outbox`.pipe(
@@ -118,9 +122,25 @@ export const OutboxSqlite = Layer.effect(
             pending: row?.pending ?? 0,
             published: row?.published ?? 0,
             parked: row?.parked ?? 0,
-            oldestPendingAgeMs: row?.oldest == null ? null : Math.max(0, nowMs - row.oldest)
+            oldestPendingAgeMs: row?.oldest == null ? null : Math.max(0, nowMs - row.oldest),
+            publishedLastMinute: row?.last_minute ?? 0
           })),
           persistence("outbox.stats")
+        ),
+      publishedPage: (afterSequence, publishedBeforeMs, limit) =>
+        sql<{ sequence: number; message_id: string; published_at: number }>`
+          SELECT sequence, message_id, published_at FROM outbox
+          WHERE sequence > ${afterSequence} AND published_at IS NOT NULL AND published_at < ${publishedBeforeMs}
+          ORDER BY sequence LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((r) => ({ sequence: r.sequence, messageId: r.message_id, publishedAtMs: r.published_at }))),
+          persistence("outbox.publishedPage")
+        ),
+      find: (messageIds) =>
+        messageIds.length === 0 ? Effect.succeed([]) : sql<OutboxRow>`
+          SELECT * FROM outbox WHERE message_id IN (SELECT value FROM json_each(${JSON.stringify(messageIds)}))
+          ORDER BY sequence`.pipe(
+          Effect.map((rows) => rows.map(toMessage)),
+          persistence("outbox.find")
         ),
       acquireLease: (owner, ttlMs, nowMs) =>
         sql<{ owner: string }>`

@@ -1,0 +1,103 @@
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Settings, type SettingsShape } from "../../config.js"
+import { describeCause } from "../../domain/errors.js"
+import { scrubCredentials } from "./AmqpConnection.js"
+
+/** The management API refreshes queue figures every `collect_statistics_interval`, 5000 ms by default. */
+export const ManagementSampleMs = 5_000
+
+/** How long one management API request may take: 2 s. */
+export const ManagementTimeout = Duration.seconds(2)
+
+/** Where the management API is and who logs in to it: its base URL without user info, and the user's credentials. */
+export interface ManagementAccess {
+  readonly baseUrl: string
+  readonly vhost: string
+  readonly user: string
+  readonly password: Redacted.Redacted<string>
+}
+
+/**
+ * The management API of the settings: `DOSTAVKA_MANAGEMENT_URL` when set, else the
+ * broker's host on 15672 (`http`), or on 15671 (`https`) for an `amqps` broker. The user
+ * is the management URL's when it names one, else the broker URL's (`guest` when that
+ * names none, as amqplib does); the vhost is the broker URL's (`/` by default).
+ */
+export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "managementUrl">): ManagementAccess => {
+  const amqp = new URL(Redacted.value(settings.amqpUrl))
+  const management = Option.match(settings.managementUrl, {
+    onNone: () => new URL(amqp.protocol === "amqps:" ? `https://${amqp.hostname}:15671` : `http://${amqp.hostname}:15672`),
+    onSome: (url) => new URL(Redacted.value(url))
+  })
+  const from = management.username === "" ? amqp : management
+  return {
+    baseUrl: `${management.protocol}//${management.host}${management.pathname.replace(/\/+$/, "")}`,
+    vhost: amqp.pathname.length > 1 ? decodeURIComponent(amqp.pathname.slice(1)) : "/",
+    user: from.username === "" ? "guest" : decodeURIComponent(from.username),
+    password: Redacted.make(from.username === "" ? "guest" : decodeURIComponent(from.password))
+  }
+}
+
+/** A queue's figures as the management API gives them; absent until the broker has sampled the queue. */
+export const QueueInfo = Schema.Struct({
+  messages_ready: Schema.optional(Schema.Number),
+  messages_unacknowledged: Schema.optional(Schema.Number),
+  consumers: Schema.optional(Schema.Number)
+})
+
+const Bindings = Schema.Array(Schema.Struct({ routing_key: Schema.String }))
+
+/** The management API did not answer in time, refused the user, or answered something else; `detail` carries no password. */
+export class ManagementUnanswered extends Schema.TaggedError<ManagementUnanswered>()("ManagementUnanswered", { detail: Schema.String }) {}
+
+/**
+ * The few reads the kit makes of the RabbitMQ management HTTP API (RabbitMQ "HTTP API
+ * Reference"), each bounded by `ManagementTimeout`, logged in as `managementAccessOf`:
+ * - `queue(name)`: `GET /api/queues/{vhost}/{name}`; `None` when the queue does not exist;
+ * - `bindingKeys(exchange, queue)`: `GET /api/bindings/{vhost}/e/{exchange}/q/{queue}`,
+ *   the routing keys that bind them.
+ * Both fail with `ManagementUnanswered`. The user needs the `management` or
+ * `monitoring` tag.
+ */
+export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<ManagementApi, {
+  readonly queue: (name: string) => Effect.Effect<Option.Option<typeof QueueInfo.Type>, ManagementUnanswered>
+  readonly bindingKeys: (exchange: string, queue: string) => Effect.Effect<ReadonlyArray<string>, ManagementUnanswered>
+}>() {
+  /** Over `fetch`. Needs `Settings`. */
+  static readonly live = Layer.effect(
+    ManagementApi,
+    Effect.gen(function*() {
+      const settings = yield* Settings
+      const http = (yield* HttpClient.HttpClient).pipe(HttpClient.filterStatusOk)
+      const access = managementAccessOf(settings)
+      const vhost = encodeURIComponent(access.vhost)
+      const scrub = (text: string) => scrubCredentials(text, settings.amqpUrl).split(Redacted.value(access.password)).join("***")
+      const get = <A, I>(path: string, schema: Schema.Schema<A, I>) =>
+        http.execute(
+          HttpClientRequest.get(`${access.baseUrl}${path}`).pipe(
+            HttpClientRequest.acceptJson,
+            HttpClientRequest.basicAuth(access.user, Redacted.value(access.password))
+          )
+        ).pipe(
+          Effect.flatMap(HttpClientResponse.schemaBodyJson(schema)),
+          Effect.map(Option.some),
+          Effect.catchIf((error) => error._tag === "ResponseError" && error.response.status === 404, () => Effect.succeed(Option.none<A>())),
+          Effect.timeoutFail({
+            duration: ManagementTimeout,
+            onTimeout: () => new ManagementUnanswered({ detail: `no answer within ${Duration.format(ManagementTimeout)}` })
+          }),
+          Effect.catchAll((error) =>
+            Effect.fail(error instanceof ManagementUnanswered ? error : new ManagementUnanswered({ detail: scrub(describeCause(error)) })))
+        )
+      return {
+        queue: (name) => get(`/api/queues/${vhost}/${encodeURIComponent(name)}`, QueueInfo),
+        bindingKeys: (exchange, queue) =>
+          Effect.map(
+            get(`/api/bindings/${vhost}/e/${encodeURIComponent(exchange)}/q/${encodeURIComponent(queue)}`, Bindings),
+            (found) => Option.match(found, { onNone: () => [], onSome: (bindings) => bindings.map((b) => b.routing_key) })
+          )
+      }
+    })
+  ).pipe(Layer.provide(FetchHttpClient.layer))
+}

@@ -1,0 +1,48 @@
+import { Context, type Effect } from "effect"
+import type { HandlerName } from "../domain/HandlerName.js"
+
+/** Where a queue's figures came from. */
+export type FigureSource =
+  /** The management HTTP API: all three figures, sampled by the broker up to `staleUpToMs` before `asOfMs`. */
+  | "management"
+  /** A passive `queue.declare`: ready messages and consumers now; unacked is not known (`null`). */
+  | "queue.declare"
+  /** Neither answered: every figure is `null`, and `detail` says why. */
+  | "unavailable"
+
+/** One queue's figures as the broker reports them; `null` is "not known", never zero. */
+export interface QueueFigures {
+  readonly queue: string
+  /** False when the broker says the queue does not exist; `null` when nobody could tell. */
+  readonly exists: boolean | null
+  /** Messages ready for delivery. */
+  readonly ready: number | null
+  /** Messages delivered and not yet acknowledged. */
+  readonly unacked: number | null
+  readonly consumers: number | null
+  readonly source: FigureSource
+  /** When the kit asked, in ms since the epoch. */
+  readonly asOfMs: number
+  /** How much older than `asOfMs` the figures may be, in ms (the management API samples every 5 s). */
+  readonly staleUpToMs: number
+  /** Why the figures are partial or missing, when they are. */
+  readonly detail?: string | undefined
+}
+
+/** A handler's queues: the one it consumes, one per retry tier (by delay, ascending), its dead-letter queue. */
+export interface HandlerQueueFigures {
+  readonly queue: QueueFigures
+  readonly retry: ReadonlyArray<{ readonly delayMs: number; readonly figures: QueueFigures }>
+  readonly dead: QueueFigures
+}
+
+/**
+ * The broker's view of each handler's queues, for the status view. Contract:
+ * `handlerQueues(handler)` never fails: what cannot be read is `null` with its `source`
+ * and `detail`, so a figure is never a wrong zero.
+ */
+export interface BrokerStatsShape {
+  readonly handlerQueues: (handler: HandlerName) => Effect.Effect<HandlerQueueFigures>
+}
+
+export class BrokerStats extends Context.Tag("dostavka/BrokerStats")<BrokerStats, BrokerStatsShape>() {}
