@@ -12,7 +12,7 @@ const seconds = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 1
 export const Metrics = {
   /** API requests answered, by `status` (the HTTP status code) and `route`. */
   httpRequests: Metric.counter("dostavka_http_requests", { description: "API requests answered, by status code and route", incremental: true }),
-  /** Publishes the broker answered, by `outcome`: confirmed, returned, nacked, refused, unknown. */
+  /** Publishes the broker answered, by `role` (relay, catalog, audit, operator) and `outcome`: confirmed, returned, nacked, refused, unknown. */
   publishes: Metric.counter("dostavka_publishes", { description: "Publishes by outcome", incremental: true }),
   /** Deliveries settled, by `handler` and `disposition`: applied, duplicate, stale, retried, dead. */
   deliveries: Metric.counter("dostavka_deliveries", { description: "Deliveries by handler and disposition", incremental: true }),

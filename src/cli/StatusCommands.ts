@@ -133,14 +133,14 @@ const reconcile = Command.make(
           return { found, redelivered }
         }))
       if (json) {
-        return yield* printJson(results.map(({ found, redelivered }) => ({
+        yield* printJson(results.map(({ found, redelivered }) => ({
           handler: found.handler,
           checked: found.checked,
           gaps: found.gaps.map((g) => ({ event_id: g.messageId, sequence: g.sequence, published_at: new Date(g.publishedAtMs).toISOString() })),
           ...(redelivered === undefined ? {} : { redelivered: redelivered.redelivered, failed: redelivered.failed.map((f) => ({ event_id: f.messageId, detail: f.detail })) })
         })))
       }
-      for (const { found, redelivered } of results) {
+      for (const { found, redelivered } of json ? [] : results) {
         yield* Console.log(`${found.handler}: ${found.gaps.length} of ${found.checked} published event(s) older than ${olderThanMs} ms never applied`)
         if (found.gaps.length > 0) {
           yield* Console.log(table(

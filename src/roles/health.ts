@@ -6,15 +6,15 @@ import { OperationsHttpApi, OperationsLive } from "../adapters/http/OperationsHt
 
 /**
  * `/healthz`, `/readyz` and `/metrics` on 127.0.0.1:`port`, for a process without the
- * publication API (which serves them itself). Needs the process's `Readiness` and
- * `MetricsExposition`.
+ * publication API (which serves them itself). Exposes the `HttpServer` (port 0 picks a
+ * free one). Needs the process's `Readiness` and `MetricsExposition`.
  */
 export const healthServer = (port: number) =>
   serveOperationsApi.pipe(
     Layer.provide(HttpApiBuilder.api(OperationsHttpApi)),
     Layer.provide(OperationsLive),
     HttpServer.withLogAddress,
-    Layer.provide(loopbackHttpServer(port))
+    Layer.provideMerge(loopbackHttpServer(port))
   )
 
 /** `healthServer` on `DOSTAVKA_HEALTH_PORT` when it is set; nothing otherwise. */

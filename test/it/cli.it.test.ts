@@ -1,25 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFile, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import { createServer, type Server } from "node:net"
-import { join } from "node:path"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
 import { amqpUrl, cleanupTopology, depthOf, eventually, publishRaw, tempDataDir, uniquePrefix } from "../support/broker.js"
 import { startRoles, testSettings } from "../support/roles.js"
-
-const root = join(import.meta.dirname, "..", "..")
-
-/** Runs the CLI as a user would (`node --import tsx src/main.ts …`), with `env` added; returns its exit code and output. */
-const dostavka = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
-    execFile(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      timeout: 60_000
-    }, (error, stdout, stderr) =>
-      resume(Effect.succeed({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr })))
-  })
+import { dostavka, projectRoot } from "../support/cli.js"
 
 describe("the command line", () => {
   it.live("a bad setting or argument is one line on stderr, naming it and what is accepted, and exit code 2", () =>
@@ -101,7 +88,7 @@ describe("the command line", () => {
       const address = silent.address()
       const port = typeof address === "object" && address !== null ? address.port : 0
       const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "catalog"], {
-        cwd: root,
+        cwd: projectRoot,
         env: { ...process.env, DOSTAVKA_AMQP_URL: `amqp://guest:guest@127.0.0.1:${port}`, DOSTAVKA_CONNECT_TIMEOUT_MS: "500", DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-silent" },
         stdio: ["ignore", "ignore", "pipe"]
       })

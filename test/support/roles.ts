@@ -47,17 +47,18 @@ const capturing = (into: Array<CapturedLog>) =>
  * Starts `roles` in a scope of their own, so a test can stop them (close) while the rest
  * runs on, as a crashed or stopped process would. Returns the built context, `stop`, and
  * `failed` (see `Supervisor`). With `logs`, every line of warning level or worse is also
- * appended there.
+ * appended there; with `allLevels` too, every line of every level.
  */
 export const startRoles = <ROut, E>(
   roles: Layer.Layer<ROut, E, Settings | OutboxSignal | Supervisor | Readiness | BrokerConnections | MetricsExposition>,
   settings: Layer.Layer<Settings>,
-  options: { readonly logs?: Array<CapturedLog> } = {}
+  options: { readonly logs?: Array<CapturedLog>; readonly allLevels?: boolean } = {}
 ) =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
     const shared = yield* Layer.buildWithScope(ProcessServices, scope)
-    const logging = options.logs === undefined ? quietLogs : Layer.merge(quietLogs, capturing(options.logs))
+    const level = options.allLevels === true ? Logger.minimumLogLevel(LogLevel.Debug) : quietLogs
+    const logging = options.logs === undefined ? level : Layer.merge(level, capturing(options.logs))
     const context = yield* Layer.buildWithScope(
       roles.pipe(Layer.provide(Layer.mergeAll(settings, logging, Layer.succeedContext(shared)))),
       scope

@@ -272,7 +272,11 @@ export const makeAmqpPublisher = (options: {
         const confirmedAt = yield* Clock.currentTimeMillis
         for (const outcome of outcomes) {
           yield* Metric.increment(
-            Metric.tagged(Metrics.publishes, "outcome", outcome._tag === "Confirmed" ? "confirmed" : outcome._tag === "Rejected" ? outcome.reason : "unknown")
+            Metric.tagged(
+              Metric.tagged(Metrics.publishes, "role", options.role),
+              "outcome",
+              outcome._tag === "Confirmed" ? "confirmed" : outcome._tag === "Rejected" ? outcome.reason : "unknown"
+            )
           )
         }
         if (outcomes.some((o) => o._tag === "Confirmed")) {
