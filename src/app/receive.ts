@@ -51,7 +51,13 @@ const receiveOne = <R>(handler: Handler<R>, event: KnownEvent, message: Received
     const receivedAtMs = yield* Clock.currentTimeMillis
     yield* inbox.record({ handler: handler.name, messageId: message.messageId, outcome, receivedAtMs })
     return outcome as Disposition
-  }).pipe(Effect.annotateLogs({ handler: handler.name, messageId: message.messageId }))
+  }).pipe(Effect.annotateLogs({
+    handler: handler.name,
+    messageId: message.messageId,
+    correlationId: message.correlationId,
+    materialId: event.materialId,
+    revision: event.revision
+  }))
 
 /**
  * Processes one delivery for `handler` in ONE transaction: the inbox receipt and the

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { HttpServer } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, HashMap, Layer, Logger } from "effect"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { Transaction } from "../../src/ports/Transaction.js"
@@ -62,5 +62,35 @@ describe("the publication API over the in-memory stores", () => {
         body: { errors: [{ field: "Idempotency-Key", message: "already used for a different request" }] }
       })
       expect(Object.keys(accepted.body).sort()).toEqual(["event_id", "request_id", "status"])
+    }))
+
+  it.scopedLive("every request gets one log line with method, path, status, duration and the request id it answered in X-Request-Id", () =>
+    Effect.gen(function*() {
+      const lines: Array<Record<string, unknown>> = []
+      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ annotations, message }) => {
+        const text = (Array.isArray(message) ? message : [message]).join(" ")
+        if (text === "request") lines.push(Object.fromEntries(HashMap.toEntries(annotations)))
+      }))
+      const context = yield* Layer.build(
+        publicationApi(0, ApiMemory, ApiMemory, memoryStatusView(ApiMemory)).pipe(
+          Layer.provide(ProcessServices),
+          Layer.provide(Settings.with({})),
+          Layer.provide(capture)
+        )
+      )
+      const server = Context.get(context, HttpServer.HttpServer)
+      const base = `http://127.0.0.1:${server.address._tag === "TcpAddress" ? server.address.port : 0}`
+      const accepted = yield* Effect.promise(() =>
+        fetch(`${base}/v1/publications`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "idempotency-key": "log-1" },
+          body: JSON.stringify(MaterialMother.wire(MaterialMother.command()))
+        }))
+      const missing = yield* Effect.promise(() => fetch(`${base}/v1/materials/none/such`))
+      expect(lines).toEqual([
+        { method: "POST", path: "/v1/publications", status: 202, durationMs: expect.any(Number), requestId: accepted.headers.get("x-request-id") },
+        { method: "GET", path: "/v1/materials/none/such", status: 404, durationMs: expect.any(Number), requestId: missing.headers.get("x-request-id") }
+      ])
+      expect(accepted.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/)
     }))
 })

@@ -11,12 +11,16 @@ export const logFormatConfig = Config.string("DOSTAVKA_LOG_FORMAT").pipe(
       : Either.left(ConfigError.InvalidData([], `DOSTAVKA_LOG_FORMAT=${JSON.stringify(text.slice(0, 100))} is not accepted: use logfmt or json`)))
 )
 
+/** `messageId` → `message_id`: the JSON lines' field names are snake_case, as the HTTP API's are. */
+const snakeCase = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+
 const levelNames: Record<string, string> = { DEBUG: "debug", INFO: "info", WARN: "warning", ERROR: "error", FATAL: "fatal", TRACE: "trace" }
 
 /**
  * One JSON object per line on stderr: `time` (ISO 8601), `level` (debug, info, warning,
- * error, fatal), `message`, the annotations flat beside them (`role`, `handler`,
- * `messageId`, `correlationId`, …), and `cause` when there is one, in one line. Log
+ * error, fatal), `message`, the annotations flat beside them in snake_case (`role`,
+ * `handler`, `message_id`, `correlation_id`, `material_id`, `revision`, …), and `cause`
+ * when there is one, in one line. Log
  * lines carry no credential (URLs are redacted before they reach a log) and no body.
  */
 export const jsonLineLogger = Logger.make(({ annotations, cause, date, logLevel, message }) => {
@@ -25,7 +29,7 @@ export const jsonLineLogger = Logger.make(({ annotations, cause, date, logLevel,
     level: levelNames[logLevel.label] ?? logLevel.label.toLowerCase(),
     message: (List.isList(message) ? List.toArray(message) : Array.isArray(message) ? message : [message]).map((m) => (typeof m === "string" ? m : Inspectable.toStringUnknown(m))).join(" ")
   }
-  for (const [key, value] of HashMap.toEntries(annotations)) line[key] = value
+  for (const [key, value] of HashMap.toEntries(annotations)) line[snakeCase(key)] = value
   if (!Cause.isEmpty(cause)) line.cause = Cause.pretty(cause).split("\n")[0]
   globalThis.console.error(JSON.stringify(line))
 })
