@@ -221,7 +221,10 @@ const main = async (): Promise<number> => {
   const sampler = setInterval(() => Object.values(roles).forEach((r) => r.sample()), 2_000)
 
   // The load and the faults, together.
-  const load = (owned.load = new LoadClients(plan, { baseUrl: `http://127.0.0.1:${httpPort}`, rate, giveUpMs: 300_000 }, random.fork("load")))
+  // The load goes on past its plan until the last fault is over and 30 s more, so every fault has traffic after it.
+  let faultsOverAt: number | undefined
+  const keepGoing = () => faultsOverAt === undefined || Date.now() < faultsOverAt + 30_000
+  const load = (owned.load = new LoadClients(plan, { baseUrl: `http://127.0.0.1:${httpPort}`, rate, giveUpMs: 300_000, keepGoing }, random.fork("load")))
   let loadRunning = true
   const steady = (sinceMs: number, timeoutMs: number) =>
     waitForSteadyFlow({ roles, broker, prefix, dataDir, loadRunning: () => loadRunning }, sinceMs, timeoutMs)
@@ -238,8 +241,8 @@ const main = async (): Promise<number> => {
     }
     say(`requests ${answered.length}/${profile.requests} (202 ${answered.filter((r) => r.status === 202).length}, 409 ${answered.filter((r) => r.status === 409).length})${db}${injector.current ? ` | fault: ${injector.current}` : ""}`)
   }, 20_000)
-  await Promise.all([load.run().finally(() => (loadRunning = false)), injector.run(faults, t0)])
-  say(`load and faults done: ${load.records.length} requests in ${(((load.finishedAt ?? Date.now()) - t0) / 1000).toFixed(0)} s, ${injector.records.length} faults`)
+  await Promise.all([load.run().finally(() => (loadRunning = false)), injector.run(faults, t0).finally(() => (faultsOverAt = Date.now()))])
+  say(`load and faults done: ${load.records.length} requests (${profile.requests} planned) in ${(((load.finishedAt ?? Date.now()) - t0) / 1000).toFixed(0)} s, ${injector.records.length} faults`)
 
   // Quiet: the outbox drained, every accepted event at both receivers, every queue empty (retry queues too).
   const quietStart = Date.now()
@@ -316,7 +319,7 @@ const main = async (): Promise<number> => {
     `Dostavka chaos report: ${profile.name} run, seed ${options.seed} (${replayCommand(options)}), ${((Date.now() - startedAt) / 60_000).toFixed(1)} min`,
     ...(limitation === undefined ? [] : [`KIT LIMITATION: ${limitation}`]),
     "",
-    requestsSection(load),
+    requestsSection(load, profile.requests),
     "",
     faultsSection(recoveries, t0),
     "",

@@ -33,12 +33,12 @@ const stats = (values: ReadonlyArray<number | undefined>) => {
   }
 }
 
-export const requestsSection = (load: LoadClients): string => {
+export const requestsSection = (load: LoadClients, planned: number): string => {
   const r = load.records
   const count = (f: (x: typeof r[number]) => boolean) => r.filter(f).length
   const retries = [...load.retries.entries()].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ") || "none"
   const rows: Array<[string, number, string?]> = [
-    ["requests sent", r.length],
+    ["requests sent", r.length, r.length > planned ? `${planned} planned, ${r.length - planned} more while the last faults ran` : ""],
     ["202 accepted (new)", count((x) => x.outcome === "new")],
     ["202 replay of a retried request", count((x) => x.outcome === "replay" && x.intent !== "repeat"), "its first answer was lost (API killed), the retry got the same ids"],
     ["202 replay of a repeated request", count((x) => x.outcome === "replay" && x.intent === "repeat"), "same Idempotency-Key and body, same ids"],
@@ -59,7 +59,7 @@ export const faultsSection = (recoveries: ReadonlyArray<Recovery>, t0: number): 
       const of = recoveries.filter((r) => r.fault.kind === kind)
       const held = stats(of.map((r) => r.fault.endedAt - r.fault.startedAt))
       const resumed = stats(of.map((r) => r.resumedMs))
-      const fresh = stats(of.map((r) => r.freshMs))
+      const fresh = stats(of.filter((r) => !r.noLoadAfter).map((r) => r.freshMs))
       return [kind, String(of.length), held.median, resumed.min, resumed.median, resumed.max, fresh.max]
     })
   )
@@ -73,7 +73,7 @@ export const faultsSection = (recoveries: ReadonlyArray<Recovery>, t0: number): 
       secs(r.fault.endedAt - r.fault.startedAt),
       secs(r.resumedMs),
       r.slowest ?? "",
-      secs(r.freshMs),
+      r.noLoadAfter ? "no load" : secs(r.freshMs),
       [r.fault.error !== undefined ? `NOT INJECTED: ${r.fault.error}` : r.fault.detail, r.fault.notSteady !== undefined ? `(not steady before: ${r.fault.notSteady})` : ""].join(" ").trim()
     ])
   )
@@ -116,10 +116,14 @@ export const memorySection = (roles: Readonly<Record<RoleName, RoleProcess>>, br
     const peak = Math.max(0, ...role.incarnations.map((i) => i.rssPeak))
     const killed = role.incarnations.filter((i) => i.exit?.cause === "killed").length
     const lastLife = last === undefined ? "-" : `${(((last.exit?.at ?? Date.now()) - last.startedAt) / 1000).toFixed(0)} s`
-    return [role.role, String(role.incarnations.length), String(killed), mb(first?.rssAtReady), mb(last?.rssLast), lastLife, mb(peak)]
+    const startUp = stats(role.incarnations.map((i) => (i.readyAt === undefined ? undefined : i.readyAt - i.startedAt)))
+    return [role.role, String(role.incarnations.length), String(killed), `${startUp.median} / ${startUp.max}`, mb(first?.rssAtReady), mb(last?.rssLast), lastLife, mb(peak)]
   })
-  rows.push(["broker (beam.smp)", "-", "-", mb(broker.start), mb(broker.end), "-", "-"])
-  return ["Memory (RSS)", table(["process", "processes", "killed", "at start", "at end", "(end process lived)", "peak"], rows)].join("\n")
+  rows.push(["broker (beam.smp)", "-", "-", "-", mb(broker.start), mb(broker.end), "-", "-"])
+  return [
+    "Processes: start-up (spawn to ready, median / max) and memory (RSS)",
+    table(["process", "processes", "killed", "start-up", "RSS at start", "at end", "(end process lived)", "peak"], rows)
+  ].join("\n")
 }
 
 export const logSection = (logs: LogScanResult): string => {

@@ -6,7 +6,8 @@
  * 100 ms doubling to 2 s (or the `Retry-After` the API sent), until it has a final answer
  * or `giveUpMs` passed. Every request is recorded with what it had to get and what it
  * got; every 202 with its time, so the run can tell when the API answered again after a
- * fault.
+ * fault. A client done with its plan while faults are still being injected goes on with
+ * more requests (`keepGoing`), so that no fault falls on an idle system.
  */
 import type { SeededRandom } from "./SeededRandom.js"
 import { type Intent, materialOf, textOf, type WorkloadPlan } from "./Workload.js"
@@ -41,6 +42,8 @@ export interface LoadOptions {
   /** Requests per second, all clients together. */
   readonly rate: number
   readonly giveUpMs: number
+  /** Asked once a client has sent its planned requests: true to go on with more (faults are still running). */
+  readonly keepGoing: () => boolean
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)))
@@ -105,11 +108,11 @@ export class LoadClients {
 
   async run(): Promise<void> {
     const t0 = Date.now()
-    await Promise.all(this.plan.clients.map((p) => this.client(p.client, p.intents, t0)))
+    await Promise.all(this.plan.clients.map((p) => this.client(p.client, p.intents, p.more, t0)))
     this.finishedAt = Date.now()
   }
 
-  private async client(c: number, intents: ReadonlyArray<Intent>, t0: number) {
+  private async client(c: number, planned: ReadonlyArray<Intent>, more: () => ReadonlyArray<Intent>, t0: number) {
     const clients = this.plan.clients.length
     const intervalMs = (1000 * clients) / this.options.rate
     const texts = this.random.fork(`texts-${c}`)
@@ -117,7 +120,13 @@ export class LoadClients {
     const accepted: Array<RequestRecord> = []
     let shift = (c * intervalMs) / clients
     let slot = 0
-    for (const [k, intent] of intents.entries()) {
+    const intents = [...planned]
+    for (let k = 0; ; k++) {
+      if (k === intents.length) {
+        if (!this.options.keepGoing()) return
+        intents.push(...more())
+      }
+      const intent = intents[k]!
       if (this.stopped) return
       const paced = intent.kind !== "next" || intent.paced
       if (paced) {

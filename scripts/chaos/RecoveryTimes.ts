@@ -50,6 +50,8 @@ export interface Recovery {
   readonly slowest: Stream | undefined
   /** ms from the fault's end until the first event accepted after it was applied at both receivers. */
   readonly freshMs: number | undefined
+  /** No event was accepted after the fault's end (the load was over): `freshMs` says nothing. */
+  readonly noLoadAfter: boolean
 }
 
 export const recoveryTimes = (faults: ReadonlyArray<FaultRecord>, facts: DeliveryFacts, apiAccepts: ReadonlyArray<number>): Array<Recovery> => {
@@ -80,6 +82,6 @@ export const recoveryTimes = (faults: ReadonlyArray<FaultRecord>, facts: Deliver
     const fresh = byAcceptance.find((a) => a.acceptedAt >= end)
     const applied = fresh === undefined ? undefined : [facts.catalog.receipts.get(fresh.eventId)?.receivedAt, facts.audit.receipts.get(fresh.eventId)?.receivedAt]
     const freshMs = applied === undefined || applied.some((t) => t === undefined) ? undefined : Math.max(...(applied as Array<number>)) - end
-    return { fault, resumedMs, slowest, freshMs }
+    return { fault, resumedMs, slowest, freshMs, noLoadAfter: fresh === undefined }
   })
 }

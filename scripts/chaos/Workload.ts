@@ -13,7 +13,8 @@
  * - contended materials, shared by every client, each sending the newest revision it
  *   knows plus one: races between clients end in 202 for one and 409 for the others.
  * Revisions are resolved when a request is sent (they depend on earlier answers); the
- * intents, materials, texts and pacing are fixed by the seed.
+ * intents, materials, texts and pacing are fixed by the seed. A client that must go on
+ * past its plan (faults still running) draws more intents the same way.
  */
 import type { SeededRandom } from "./SeededRandom.js"
 
@@ -27,6 +28,8 @@ export type Intent =
 export interface ClientPlan {
   readonly client: number
   readonly intents: ReadonlyArray<Intent>
+  /** Further intents, drawn on demand from a generator of their own, for when the load must go on past the plan. */
+  readonly more: () => ReadonlyArray<Intent>
 }
 
 export interface WorkloadPlan {
@@ -38,6 +41,22 @@ export interface WorkloadPlan {
 
 export const materialOf = (client: number, i: number) => `chaos/c${client}/m${String(i).padStart(3, "0")}`
 
+/** The next intents of client `c`: one, or a burst of 3–6 revisions of one material (half of the bursts sent back to back). */
+const draw = (r: SeededRandom, c: number, perClient: number, contended: ReadonlyArray<string>): Array<Intent> => {
+  const own = (): string => materialOf(c, r.int(0, perClient - 1))
+  const roll = r.next()
+  if (roll < 0.06) {
+    const material = own()
+    const paced = r.chance(0.5)
+    return Array.from({ length: r.int(3, 6) }, (_, k) => ({ kind: "next", material, paced: paced || k === 0 }))
+  }
+  if (roll < 0.09) return [{ kind: "skip", material: own() }]
+  if (roll < 0.14) return [{ kind: "repeat", pick: r.next() }]
+  if (roll < 0.17) return [{ kind: "stale", material: own() }]
+  if (roll < 0.23 && contended.length > 0) return [{ kind: "contended", material: r.pick(contended) }]
+  return [{ kind: "next", material: own(), paced: true }]
+}
+
 /** `requests` intents spread over `clients`, each client owning `perClient` materials. */
 export const planWorkload = (random: SeededRandom, requests: number, clients: number, perClient: number, contended: number): WorkloadPlan => {
   const contendedMaterials = Array.from({ length: contended }, (_, i) => `chaos/shared/m${String(i).padStart(2, "0")}`)
@@ -46,22 +65,9 @@ export const planWorkload = (random: SeededRandom, requests: number, clients: nu
     const r = random.fork(`client-${c}`)
     const count = Math.floor(requests / clients) + (c < requests % clients ? 1 : 0)
     const intents: Array<Intent> = []
-    const own = (): string => materialOf(c, r.int(0, perClient - 1))
-    while (intents.length < count) {
-      const roll = r.next()
-      if (roll < 0.06) {
-        // A burst: 3–6 revisions of one material; half of them sent back to back.
-        const material = own()
-        const size = r.int(3, 6)
-        const paced = r.chance(0.5)
-        for (let k = 0; k < size && intents.length < count; k++) intents.push({ kind: "next", material, paced: paced || k === 0 })
-      } else if (roll < 0.09) intents.push({ kind: "skip", material: own() })
-      else if (roll < 0.14) intents.push({ kind: "repeat", pick: r.next() })
-      else if (roll < 0.17) intents.push({ kind: "stale", material: own() })
-      else if (roll < 0.23 && contended > 0) intents.push({ kind: "contended", material: r.pick(contendedMaterials) })
-      else intents.push({ kind: "next", material: own(), paced: true })
-    }
-    plans.push({ client: c, intents })
+    while (intents.length < count) intents.push(...draw(r, c, perClient, contendedMaterials).slice(0, count - intents.length))
+    const extra = random.fork(`client-${c}-more`)
+    plans.push({ client: c, intents, more: () => draw(extra, c, perClient, contendedMaterials) })
   }
   return { clients: plans, ownMaterials: clients * perClient, contendedMaterials, requests }
 }
