@@ -331,7 +331,11 @@ const main = async (): Promise<number> => {
     "",
     invariantsSection(checks),
     "",
-    passed ? `PASSED: every invariant holds (seed ${options.seed})` : `FAILED: ${checks.filter((c) => !c.ok).map((c) => c.name).join("; ")} (seed ${options.seed}; data and logs kept in ${runDir})`
+    passed && limitation !== undefined
+      ? `PASSED, DEGRADED (exit 3): every invariant holds (seed ${options.seed}), but the roles could only be given one node's URL`
+      : passed
+      ? `PASSED: every invariant holds (seed ${options.seed})`
+      : `FAILED: ${checks.filter((c) => !c.ok).map((c) => c.name).join("; ")} (seed ${options.seed}; data and logs kept in ${runDir})`
   ].join("\n")
   console.log(report)
   writeFileSync(join(runDir, "report.txt"), `${report}\n`)

@@ -176,20 +176,21 @@ export class BrokerNodes {
 
   /**
    * The Erlang node holding a quorum queue's leader, from `rabbitmq-queues quorum_status`
-   * (its member table marks the leader's Raft state), falling back to `list_queues leader`.
+   * (the member whose Raft state is `leader`), or else from `list_queues leader`; with
+   * the command that told.
    */
-  async quorumLeader(askNode: string, queue: string): Promise<string | undefined> {
+  async quorumLeader(askNode: string, queue: string): Promise<{ readonly node: string; readonly source: string } | undefined> {
     try {
       const out = await runAsRabbitmq("rabbitmq-queues", ["-n", `${askNode}@localhost`, "quorum_status", queue, "--formatter", "json"])
       const rows = JSON.parse(out.slice(out.indexOf("["))) as Array<Record<string, unknown>>
-      const leader = rows.find((r) => String(r["Raft State"] ?? r["raft_state"] ?? "").toLowerCase() === "leader")
-      const node = leader?.["Node Name"] ?? leader?.["node_name"]
-      if (typeof node === "string") return node
+      const node = rows.find((r) => String(r["Raft State"] ?? "").toLowerCase() === "leader")?.["Node Name"]
+      if (typeof node === "string") return { node, source: "rabbitmq-queues quorum_status" }
     } catch {
       // fall through to list_queues
     }
     const queues = await this.queues(askNode, queue.slice(0, queue.indexOf(".")))
-    return queues.find((q) => q.name === queue)?.leader || undefined
+    const leader = queues.find((q) => q.name === queue)?.leader
+    return leader ? { node: leader, source: "rabbitmqctl list_queues leader" } : undefined
   }
 
   /** Stops every node of the run and removes its data; never throws. */

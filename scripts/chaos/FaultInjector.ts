@@ -184,13 +184,15 @@ export class FaultInjector {
       case "node-kill":
       case "leader-kill": {
         let target: BrokerNode
+        let why = "picked at random"
         if (fault.kind === "node-kill") target = this.random.pick(broker.nodes)
         else {
-          const leader = await broker.quorumLeader(first.name, `${this.context.prefix}.catalog`)
-            .catch(() => broker.quorumLeader(broker.nodes[1]!.name, `${this.context.prefix}.catalog`))
-          const found = leader === undefined ? undefined : broker.nodeNamed(leader)
-          if (found === undefined) throw new Error(`no leader found for ${this.context.prefix}.catalog (got ${leader})`)
+          const queue = `${this.context.prefix}.catalog`
+          const leader = await broker.quorumLeader(first.name, queue).catch(() => broker.quorumLeader(broker.nodes[1]!.name, queue))
+          const found = leader === undefined ? undefined : broker.nodeNamed(leader.node)
+          if (found === undefined) throw new Error(`no leader found for ${queue} (got ${leader?.node})`)
           target = found
+          why = `leader of ${queue} per ${leader!.source}`
         }
         const pid = await broker.pid(target.name)
         this.down.add(target)
@@ -200,7 +202,7 @@ export class FaultInjector {
         await broker.start(target)
         this.down.delete(target)
         record.endedAt = Date.now()
-        record.detail = `${target.name}@localhost (beam.smp ${pid}) killed, back after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
+        record.detail = `${target.name}@localhost (${why}; beam.smp ${pid}) killed, back after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
         return
       }
     }
