@@ -48,6 +48,7 @@ const overheadMs: Record<FaultKind, number> = {
   "broker-pause": 8_000,
   "memory-alarm": 4_000,
   "catalog-lock": 5_000,
+  "api-lock": 8_000,
   "node-kill": 20_000,
   "leader-kill": 20_000
 }
@@ -323,7 +324,7 @@ const main = async (): Promise<number> => {
     "",
     faultsSection(recoveries, t0),
     "",
-    deliverySection(facts),
+    deliverySection(facts, logs),
     "",
     memorySection(roles, { start: brokerRssStart, end: brokerRssEnd }),
     "",

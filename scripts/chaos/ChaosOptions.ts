@@ -128,6 +128,8 @@ const fullHolds: HoldRanges = {
   "broker-pause": s(8, 30),
   "memory-alarm": s(20),
   "catalog-lock": s(10, 20),
+  // Past DOSTAVKA_DB_BUSY_TIMEOUT_MS (5 s): the API answers 503 and the clients retry.
+  "api-lock": s(7, 12),
   "node-kill": s(15, 30),
   "leader-kill": s(15, 30)
 }
@@ -139,6 +141,7 @@ const quickHolds: HoldRanges = {
   "broker-pause": s(7, 9),
   "memory-alarm": s(8),
   "catalog-lock": s(10),
+  "api-lock": s(7),
   "node-kill": s(10),
   "leader-kill": s(10)
 }
@@ -177,7 +180,8 @@ export const profileOf = (options: ChaosOptions): ChaosProfile => {
         "broker-stop": 1,
         "broker-pause": 1,
         "memory-alarm": 1,
-        "catalog-lock": 1
+        "catalog-lock": 1,
+        "api-lock": 1
       },
       holds: quickHolds,
       minGapMs: 2_000,
@@ -202,7 +206,8 @@ export const profileOf = (options: ChaosOptions): ChaosProfile => {
         "broker-stop": 2,
         "broker-pause": 2,
         "memory-alarm": 2,
-        "catalog-lock": 2
+        "catalog-lock": 2,
+        "api-lock": 2
       },
       holds: fullHolds,
       minGapMs: 8_000,

@@ -93,15 +93,19 @@ export const faultsSection = (recoveries: ReadonlyArray<Recovery>, t0: number): 
   ].join("\n")
 }
 
-export const deliverySection = (facts: DeliveryFacts): string => {
+export const deliverySection = (facts: DeliveryFacts, logs: LogScanResult): string => {
   const catalog = [...facts.catalog.receipts.values()]
+  const retried = logs.retried.get("catalog.log") ?? new Set<string>()
+  const stale = [...facts.catalog.receipts.entries()].filter(([, r]) => r.outcome === "stale").map(([id]) => id)
+  const staleRetried = stale.filter((id) => retried.has(id)).length
   const audit = [...facts.audit.receipts.values()]
   const sum = (xs: ReadonlyArray<{ duplicates: number }>) => xs.reduce((n, x) => n + x.duplicates, 0)
   const rows: Array<[string, number, string?]> = [
     ["events accepted (api.db)", facts.accepted.length],
     ["published (confirmed)", facts.outbox.published, `pending ${facts.outbox.pending}, parked ${facts.outbox.parked}`],
     ["catalog: applied", catalog.filter((r) => r.outcome === "applied").length, `entries ${facts.catalog.entries.size}`],
-    ["catalog: stale arrivals", catalog.filter((r) => r.outcome === "stale").length, "an older revision came after a newer one, acked and recorded 'stale'"],
+    ["catalog: stale arrivals", stale.length, `an older revision came after a newer one: ${staleRetried} back from a retry queue, ${stale.length - staleRetried} reordered before the queue`],
+    ["catalog: messages sent to retry", retried.size, "transient failures (the lock), per catalog.log"],
     ["catalog: duplicates absorbed", sum(catalog), "sum of inbox.duplicates"],
     ["audit: applied", audit.filter((r) => r.outcome === "applied").length, `records ${[...facts.audit.records.values()].reduce((a, b) => a + b, 0)}`],
     ["audit: duplicates absorbed", sum(audit), "sum of inbox.duplicates"]

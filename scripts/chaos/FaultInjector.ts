@@ -174,11 +174,13 @@ export class FaultInjector {
         record.detail = `alarm on ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
         return
       }
-      case "catalog-lock": {
-        const held = await this.lock.hold(this.context.projectDir, join(this.context.dataDir, "catalog.db"), fault.holdMs)
+      case "catalog-lock":
+      case "api-lock": {
+        const file = fault.kind === "api-lock" ? "api.db" : "catalog.db"
+        const held = await this.lock.hold(this.context.projectDir, join(this.context.dataDir, file), fault.holdMs)
         record.startedAt = held.lockedAt
         record.endedAt = await held.released
-        record.detail = `write lock held ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
+        record.detail = `${file}'s write lock held ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
         return
       }
       case "node-kill":

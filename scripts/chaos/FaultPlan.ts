@@ -17,6 +17,7 @@ export const FaultKinds = [
   "broker-pause",
   "memory-alarm",
   "catalog-lock",
+  "api-lock",
   "node-kill",
   "leader-kill"
 ] as const
@@ -34,6 +35,7 @@ export const FaultDescriptions: Record<FaultKind, string> = {
   "broker-pause": "the broker's Erlang VM paused (SIGSTOP), then SIGCONT",
   "memory-alarm": "memory alarm (vm_memory_high_watermark absolute 1), then back to 0.4",
   "catalog-lock": "catalog.db's write lock held by another process (BEGIN IMMEDIATE)",
+  "api-lock": "api.db's write lock held by another process, past the API's busy timeout (503s)",
   "node-kill": "SIGKILL of one cluster node's Erlang VM, restarted",
   "leader-kill": "SIGKILL of the node holding the catalog queue's leader, restarted"
 }

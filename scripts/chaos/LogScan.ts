@@ -1,7 +1,8 @@
 /**
  * LogScan: reads every log file of a run for what must never be there (a stack trace,
  * the broker password) and counts its warning, error and fatal lines, keeping a few
- * examples of each finding with file and line number.
+ * examples of each finding with file and line number. It also collects, per file, the
+ * message ids a receiver sent to a retry queue ("handler failed; retrying later").
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -24,18 +25,22 @@ export interface LogScanResult {
   readonly levels: ReadonlyMap<string, { warn: number; error: number; fatal: number }>
   /** Per file: the distinct messages of ERROR and FATAL lines, with how often each came. */
   readonly errorMessages: ReadonlyMap<string, ReadonlyMap<string, number>>
+  /** Per file: message ids that went to a retry queue. */
+  readonly retried: ReadonlyMap<string, ReadonlySet<string>>
 }
 
 export const scanLogs = (dir: string, password: string): LogScanResult => {
   const examples: Array<LogFinding> = []
   const levels = new Map<string, { warn: number; error: number; fatal: number }>()
   const errorMessages = new Map<string, Map<string, number>>()
+  const retried = new Map<string, Set<string>>()
   let stackTraceLines = 0
   let passwordLines = 0
   const files = readdirSync(dir).filter((f) => f.endsWith(".log"))
   for (const file of files) {
     const counts = { warn: 0, error: 0, fatal: 0 }
     const messages = new Map<string, number>()
+    const retriedHere = new Set<string>()
     const lines = readFileSync(join(dir, file), "utf8").split("\n")
     for (const [i, text] of lines.entries()) {
       if (stackFrame.test(text)) {
@@ -45,6 +50,10 @@ export const scanLogs = (dir: string, password: string): LogScanResult => {
       if (password !== "" && text.includes(password)) {
         passwordLines++
         if (examples.filter((e) => e.text.startsWith("password")).length < 5) examples.push({ file, line: i + 1, text: `password: ${text.split(password).join("<PASSWORD>").slice(0, 200)}` })
+      }
+      if (text.includes('message="handler failed; retrying later"')) {
+        const id = /\bmessageId=(\S+)/.exec(text)?.[1]
+        if (id !== undefined) retriedHere.add(id)
       }
       const level = /\blevel=(WARN|ERROR|FATAL)\b/.exec(text)?.[1]
       if (level === "WARN") counts.warn++
@@ -57,6 +66,7 @@ export const scanLogs = (dir: string, password: string): LogScanResult => {
     }
     levels.set(file, counts)
     errorMessages.set(file, messages)
+    retried.set(file, retriedHere)
   }
-  return { files: files.length, stackTraceLines, passwordLines, examples, levels, errorMessages }
+  return { files: files.length, stackTraceLines, passwordLines, examples, levels, errorMessages, retried }
 }

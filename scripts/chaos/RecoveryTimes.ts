@@ -21,6 +21,7 @@ const streamsOf: Record<FaultKind, ReadonlyArray<Stream>> = {
   "kill-catalog": ["catalog"],
   "kill-audit": ["audit"],
   "catalog-lock": ["catalog"],
+  "api-lock": ["api", "relay"],
   "close-connections": ["relay", "catalog", "audit"],
   "stop-app": ["relay", "catalog", "audit"],
   "broker-stop": ["relay", "catalog", "audit"],
