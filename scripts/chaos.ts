@@ -15,7 +15,7 @@ import { spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { BrokerNodes, kernelPort, privateNodesUnsupportedReason, type QueueDepth } from "./chaos/BrokerNodes.js"
+import { BrokerNodes, freePorts, privateNodesUnsupportedReason, type QueueDepth } from "./chaos/BrokerNodes.js"
 import { type ChaosOptions, parseOptions, profileOf, usage, UsageError } from "./chaos/ChaosOptions.js"
 import { deliverySection, faultsSection, invariantsSection, logSection, memorySection, requestsSection } from "./chaos/ChaosReport.js"
 import { readDeliveryFacts, readProgress } from "./chaos/DeliveryFacts.js"
@@ -172,7 +172,7 @@ const main = async (): Promise<number> => {
   say(`broker: ${broker.nodes.map((n) => `${n.name}@localhost on ${broker.shownUrlOf(n)}`).join(", ")}`)
   const brokerRssStart = await broker.pid(broker.nodes[0]!.name).then(rssOf, () => undefined)
 
-  const httpPort = await kernelPort()
+  const httpPort = await freePorts(1)
   const settings = (url: string, dir = dataDir) => ({
     DOSTAVKA_AMQP_URL: url,
     DOSTAVKA_DATA_DIR: dir,
@@ -187,7 +187,7 @@ const main = async (): Promise<number> => {
     const list = broker.nodes.map((n) => broker.urlOf(n)).join(",")
     const probeDir = join(runDir, "probe")
     mkdirSync(probeDir)
-    const probe = await probeUrlList(roleEnvironment({ ...settings(list, probeDir), DOSTAVKA_HTTP_PORT: String(await kernelPort()) }), join(logDir, "probe-url-list.log"))
+    const probe = await probeUrlList(roleEnvironment({ ...settings(list, probeDir), DOSTAVKA_HTTP_PORT: String(await freePorts(1)) }), join(logDir, "probe-url-list.log"))
     if (probe.accepted) {
       amqpUrl = list
       say(`the kit accepts the list of the three nodes' URLs (${probe.detail})`)

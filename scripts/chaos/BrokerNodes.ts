@@ -41,28 +41,23 @@ const canListen = (port: number) =>
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
   })
 
-/** `count` consecutive free ports on 127.0.0.1 (their +20000 distribution ports free too, when possible), below the ephemeral range. */
+/** Ports of the machine's broker, which rabbit-node.sh refuses. */
+const reserved = new Set([4369, 5672, 15672, 25672])
+
+/**
+ * `count` consecutive free ports on 127.0.0.1 (and their +20000 distribution ports),
+ * below Linux's ephemeral range (32768–60999): a port in it could be taken as the source
+ * port of some outgoing connection while its role or node is down, and the restart fail.
+ */
 export const freePorts = async (count: number): Promise<number> => {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const first = 42_000 + Math.floor(Math.random() * 3_000)
+    const first = 21_000 + Math.floor(Math.random() * 8_000)
     let ok = true
-    for (let i = 0; i < count && ok; i++) ok = (await canListen(first + i)) && (await canListen(first + i + 20_000))
+    for (let i = 0; i < count && ok; i++) ok = !reserved.has(first + i) && (await canListen(first + i)) && (await canListen(first + i + 20_000))
     if (ok) return first
   }
   throw new Error(`no ${count} consecutive free ports found`)
 }
-
-/** A free TCP port chosen by the kernel. */
-export const kernelPort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no port from the kernel"))))
-    })
-  })
 
 export interface BrokerNode {
   /** rabbit-node.sh's NAME; the Erlang node is NAME@localhost. */

@@ -48,8 +48,6 @@ export class FaultInjector {
   private aborted = false
   /** The fault in progress, for the progress line. */
   current: FaultKind | undefined
-  /** Nodes this injector took down and has not brought back yet (a run aborted mid-fault). */
-  private readonly down = new Set<BrokerNode>()
 
   constructor(private readonly context: FaultContext, private readonly random: SeededRandom, private readonly minGapMs: number) {}
 
@@ -95,12 +93,6 @@ export class FaultInjector {
     }
   }
 
-  /** Brings back whatever an aborted fault left down. */
-  async restoreAll(): Promise<void> {
-    for (const node of this.down) await this.context.broker.start(node).catch(() => undefined)
-    this.down.clear()
-  }
-
   private async inject(fault: PlannedFault, record: FaultRecord): Promise<void> {
     const { broker, roles } = this.context
     const first = broker.nodes[0]!
@@ -139,12 +131,10 @@ export class FaultInjector {
         return
       }
       case "broker-stop": {
-        this.down.add(first)
         await broker.stop(first)
         const stoppedAt = Date.now()
         await sleep(fault.holdMs)
         await broker.start(first)
-        this.down.delete(first)
         record.endedAt = Date.now()
         record.detail = `stopped in ${((stoppedAt - record.startedAt) / 1000).toFixed(1)} s, down ${((record.endedAt - stoppedAt) / 1000).toFixed(1)} s (start included)`
         return
@@ -197,12 +187,10 @@ export class FaultInjector {
           why = `leader of ${queue} per ${leader!.source}`
         }
         const pid = await broker.pid(target.name)
-        this.down.add(target)
         process.kill(pid, "SIGKILL")
         record.startedAt = Date.now()
         await sleep(fault.holdMs)
         await broker.start(target)
-        this.down.delete(target)
         record.endedAt = Date.now()
         record.detail = `${target.name}@localhost (${why}; beam.smp ${pid}) killed, back after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
         return

@@ -98,10 +98,6 @@ export class LoadClients {
 
   constructor(private readonly plan: WorkloadPlan, private readonly options: LoadOptions, private readonly random: SeededRandom) {}
 
-  get done(): number {
-    return this.records.filter((r) => r.outcome !== undefined).length
-  }
-
   stop() {
     this.stopped = true
   }
