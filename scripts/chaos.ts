@@ -179,6 +179,8 @@ const main = async (): Promise<number> => {
     DOSTAVKA_HTTP_PORT: String(httpPort),
     DOSTAVKA_PREFIX: prefix,
     DOSTAVKA_LOG_LEVEL: "info",
+    // The readiness lines and the log scan read logfmt (kits with DOSTAVKA_LOG_FORMAT could write JSON).
+    DOSTAVKA_LOG_FORMAT: "logfmt",
     ...profile.roleEnv
   })
   let amqpUrl = broker.urlOf(broker.nodes[0]!)
