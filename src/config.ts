@@ -264,14 +264,17 @@ export class Settings extends Context.Tag("dostavka/Settings")<Settings, Setting
 }
 
 /**
- * Reconnect after a lost connection or channel: exponential from 250 ms, doubled each
- * time, randomly jittered (×0.8–1.2), never more than 30 s apart, forever. Jitter keeps
- * a fleet of consumers from reconnecting in lockstep after a broker restart (RabbitMQ
- * "Connection recovery"). Each loss of an established connection starts it afresh.
+ * Reconnect after a lost connection or channel, and wait for the broker at start:
+ * exponential from 250 ms, doubled each time, capped at 4 s, every delay randomly jittered
+ * (×0.8–1.2, so at most 4.8 s), forever. The cap bounds how long a role stays away after
+ * the broker is back (within about 5 s); the jitter keeps a fleet of consumers from
+ * reconnecting in lockstep (RabbitMQ "Connection recovery"). An attempt against a broker
+ * that is down costs a refused TCP connect, so a 4 s cadence is no storm. Each loss of an
+ * established connection starts it afresh.
  */
 export const reconnectPolicy = Schedule.exponential("250 millis", 2).pipe(
-  Schedule.jittered,
-  Schedule.union(Schedule.spaced("30 seconds"))
+  Schedule.union(Schedule.spaced("4 seconds")),
+  Schedule.jittered
 )
 
 /**

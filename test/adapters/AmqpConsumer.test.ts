@@ -17,7 +17,8 @@ const failure = new TransientFailure({ errorTag: "PersistenceError.unavailable",
 const consumerOver = (
   fake: FakeAmqp,
   decide: (batch: ReadonlyArray<IncomingMessage>) => Effect.Effect<ReadonlyArray<Verdict>>,
-  brokerAccess: typeof access = access
+  brokerAccess: typeof access = access,
+  reconnect: Schedule.Schedule<unknown, unknown> = Schedule.spaced("1 second")
 ) =>
   Effect.gen(function*() {
     const topology = topologyPlanOf({ prefix: "unit", queueType: "classic", retry: testRetryByHandler }, "catalog")
@@ -34,7 +35,7 @@ const consumerOver = (
       copies,
       requeueDelay,
       maxHandBacks: 2,
-      reconnect: Schedule.spaced("1 second")
+      reconnect
     }))
   }).pipe(Effect.provide(fake.layer))
 
@@ -187,5 +188,36 @@ describe("the consumer, against a scripted broker", () => {
       yield* ready(fake)
       expect(lines.some((l) => l.includes("refuses the consumer's connection") && l.includes("ACCESS"))).toBe(true)
       expect(lines.join("\n")).not.toContain("s3cr3t-pw")
+    }))
+
+  it.scoped("after an outage, a session that settled deliveries and is lost soon reconnects at the policy's first step, not its longest", () =>
+    Effect.gen(function*() {
+      const fake = new FakeAmqp()
+      for (let i = 0; i < 4; i++) fake.failures.push(new Error("connect ECONNREFUSED 127.0.0.1:5672"))
+      // Failed attempts wait 1, 2, 4 then 8 s; the fifth connects.
+      yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.Ack({ disposition: "applied" }))), access, Schedule.exponential("1 second"))
+      yield* until(() => fake.failures.length === 3)
+      for (const step of [1, 2, 4, 8]) yield* TestClock.adjust(Duration.seconds(step))
+      yield* ready(fake)
+      consuming(fake).deliver(Buffer.from("{}"), { messageId: "m1" })
+      yield* until(() => consuming(fake).settlements.length === 1)
+      yield* TestClock.adjust("2 seconds")
+      yield* Effect.promise(() => fake.connections[0]!.close())
+      // Healthy: the backoff starts afresh, at 1 s (it would otherwise be 16 s).
+      yield* TestClock.adjust("1 second")
+      yield* until(() => fake.connections.length === 2)
+      expect(fake.connections).toHaveLength(2)
+
+      // Sessions that settle nothing and are lost within 10 s still count as failed attempts: 1 s, then 2 s.
+      for (const [k, wait] of [[1, 1], [2, 2]] as const) {
+        yield* until(() => fake.connections[k]!.channels.length === 2)
+        yield* TestClock.adjust("2 seconds")
+        yield* Effect.promise(() => fake.connections[k]!.close())
+        yield* TestClock.adjust(Duration.seconds(wait - 0.5))
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        expect(fake.connections).toHaveLength(k + 1)
+        yield* TestClock.adjust("500 millis")
+        yield* until(() => fake.connections.length === k + 2)
+      }
     }))
 })

@@ -97,6 +97,8 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   // Hand-backs per message id, across sessions; cleared when the message is settled for good.
   const handBacks = new Map<string, number>()
   let sessions = 0
+  // Deliveries the current session settled: a session that settled any was healthy, however short.
+  let settledInSession = 0
 
   const session = Effect.scoped(Effect.gen(function*() {
     const connection = yield* openConnection(options.access, options.connectionName)
@@ -108,6 +110,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
       }),
       (ch) => closeQuietly(() => ch.close())
     )
+    settledInSession = 0
     const lost = yield* Deferred.make<string>()
     let open = true
     const onLost = (why: string) => () => {
@@ -229,6 +232,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
 
     const processBatch = (batch: ReadonlyArray<ConsumeMessage>) =>
       Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
+        settledInSession += batch.length
         const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, names.exchange))).pipe(
           Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
           Effect.catchAllDefect((defect) =>
@@ -309,9 +313,11 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
 
   return Effect.gen(function*() {
     // One backoff across sessions: a session that fails to be established, or is lost
-    // within `HealthySessionMs` of starting (a connection the broker drops at once, or one
-    // amqplib cannot decode a message on), waits for the next step of `reconnect`; one
-    // that was healthy longer starts the policy afresh.
+    // within `HealthySessionMs` of starting without having settled a delivery (a
+    // connection the broker drops at once, or one amqplib cannot decode a message on),
+    // waits for the next step of `reconnect`; one that worked (it lived longer, or it
+    // settled deliveries) starts the policy afresh, so a loss soon after a broker outage
+    // is not waited out at the outage's longest delay.
     const backoff = yield* Schedule.driver(options.reconnect)
     let failing = { since: 0, attempt: 0 }
     const reconnecting = (error: string) =>
@@ -335,7 +341,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
           return yield* Effect.fail(error)
         }
         yield* Effect.ignore(backoff.next(error))
-      } else if ((yield* Clock.currentTimeMillis) - startedAt < HealthySessionMs) {
+      } else if ((yield* Clock.currentTimeMillis) - startedAt < HealthySessionMs && settledInSession === 0) {
         yield* reconnecting("the session was lost soon after it started")
         yield* Effect.ignore(backoff.next(undefined))
       } else {
@@ -346,5 +352,5 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   })
 }
 
-/** A consumer session lost sooner than this after it started (ms) counts as a failed attempt for the backoff. */
+/** A consumer session lost sooner than this after it started (ms), having settled nothing, counts as a failed attempt for the backoff. */
 export const HealthySessionMs = 10_000
