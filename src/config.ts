@@ -8,7 +8,7 @@ import type { RetryPolicy } from "./app/failures.js"
  *
  * | env | default | meaning |
  * |---|---|---|
- * | DOSTAVKA_AMQP_URL | amqp://guest:guest@127.0.0.1:5672 | broker URL (amqp: or amqps:); redacted in every log |
+ * | DOSTAVKA_AMQP_URL | amqp://guest:guest@127.0.0.1:5672 | broker URL (amqp: or amqps:), or a cluster's node URLs separated by commas, tried in turn; redacted in every log |
  * | DOSTAVKA_HTTP_PORT | 8080 | publication API port (1–65535), always bound to 127.0.0.1 |
  * | DOSTAVKA_DATA_DIR | ./var | folder of the SQLite files api.db, catalog.db, audit.db |
  * | DOSTAVKA_PREFIX | dostavka | prefix of every exchange and queue name |
@@ -95,22 +95,29 @@ const oneOf = <const C extends ReadonlyArray<string>>(name: string, fallback: C[
         : Either.left(refuse(name, text, `use ${choices.slice(0, -1).join(", ")} or ${choices.at(-1)}`)))
   )
 
-/** An `amqp:` or `amqps:` URL with a host, kept redacted; a refusal never shows it (it may hold a password). */
+/**
+ * An `amqp:` or `amqps:` URL with a host, or several separated by commas (the nodes of one
+ * cluster, tried in turn), kept redacted; a refusal never shows it (it may hold a password).
+ */
 const brokerUrl = (name: string, fallback: string) =>
   Config.string(name).pipe(
     Config.withDefault(fallback),
     Config.mapOrFail((text) => {
-      let url: URL
-      try {
-        url = new URL(text)
-      } catch {
-        return Either.left(refuse(name, text, "it is not a URL; use amqp://user:password@host:5672/vhost (or amqps://)", true))
+      const urls = text.split(",").map((u) => u.trim())
+      for (const [i, one] of urls.entries()) {
+        const which = urls.length === 1 ? "it" : `its URL number ${i + 1}`
+        let url: URL
+        try {
+          url = new URL(one)
+        } catch {
+          return Either.left(refuse(name, text, `${which} is not a URL; use amqp://user:password@host:5672/vhost (or amqps://), several separated by commas for a cluster`, true))
+        }
+        if (url.protocol !== "amqp:" && url.protocol !== "amqps:") {
+          return Either.left(refuse(name, text, `${which} has the scheme ${url.protocol.slice(0, 20)}; use amqp:// or amqps://`, true))
+        }
+        if (url.hostname === "") return Either.left(refuse(name, text, `${which} has no host; use amqp://user:password@host:5672/vhost`, true))
       }
-      return url.protocol !== "amqp:" && url.protocol !== "amqps:"
-        ? Either.left(refuse(name, text, `its scheme is ${url.protocol.slice(0, 20)}; use amqp:// or amqps://`, true))
-        : url.hostname === ""
-        ? Either.left(refuse(name, text, "it has no host; use amqp://user:password@host:5672/vhost", true))
-        : Either.right(Redacted.make(text))
+      return Either.right(Redacted.make(text))
     })
   )
 

@@ -72,7 +72,7 @@ describe("settings", () => {
     [{ DOSTAVKA_QUEUE_TYPE: "stream" }, 'DOSTAVKA_QUEUE_TYPE="stream" is not accepted: use classic or quorum'],
     [{ DOSTAVKA_PREFETCH: "0" }, 'DOSTAVKA_PREFETCH="0" is not accepted: use an integer from 1 to 65535'],
     [{ DOSTAVKA_CONFIRM_TIMEOUT_MS: "abc" }, 'DOSTAVKA_CONFIRM_TIMEOUT_MS="abc" is not accepted: use an integer from 100 to 600000 (milliseconds)'],
-    [{ DOSTAVKA_AMQP_URL: "http://u:hunter2@h" }, "DOSTAVKA_AMQP_URL=(hidden) is not accepted: its scheme is http:; use amqp:// or amqps://"],
+    [{ DOSTAVKA_AMQP_URL: "http://u:hunter2@h" }, "DOSTAVKA_AMQP_URL=(hidden) is not accepted: it has the scheme http:; use amqp:// or amqps://"],
     [{ DOSTAVKA_RELAY_LEASE_MS: "4000" }, "DOSTAVKA_RELAY_LEASE_MS=4000 is not accepted: it must exceed DOSTAVKA_CONFIRM_TIMEOUT_MS (5000)"]
   ] as ReadonlyArray<readonly [Record<string, string>, string]>)("%j is refused in one line that names the variable and what is accepted", ([env, message]) =>
     Effect.gen(function*() {
@@ -96,8 +96,23 @@ describe("settings", () => {
       expect(String(queueType)).toContain("DOSTAVKA_QUEUE_TYPE")
     }))
 
-  it("log lines never carry the broker password", () => {
+  it("log lines never carry the broker password, decoded or as written, of any node of a list", () => {
     const url = Redacted.make("amqp://svc:s3cr%3Ft@broker:5672/prod")
     expect(scrubCredentials("ACCESS_REFUSED for svc with s3cr?t", url)).toBe("ACCESS_REFUSED for svc with ***")
+    expect(scrubCredentials("amqp://svc:s3cr%3Ft@broker:5672/prod failed", url)).toBe("amqp://svc:***@broker:5672/prod failed")
+    const cluster = Redacted.make("amqp://svc:one@n1:5672, amqp://svc:two@n2:5672")
+    expect(scrubCredentials("n1 said one, n2 said two", cluster)).toBe("n1 said ***, n2 said ***")
   })
+
+  it.effect("DOSTAVKA_AMQP_URL takes a cluster's nodes separated by commas; a bad one is named by its place, never shown", () =>
+    Effect.gen(function*() {
+      const list = "amqp://u:p@n1:5672,amqp://u:p@n2:5673, amqps://u:p@n3:5671"
+      expect(Redacted.value((yield* load({ DOSTAVKA_AMQP_URL: list })).amqpUrl)).toBe(list)
+      const refused = yield* Effect.flip(load({ DOSTAVKA_AMQP_URL: "amqp://u:secret@n1:5672,http://u:secret@n2" }))
+      expect(describeConfigError(refused)).toBe(
+        "DOSTAVKA_AMQP_URL=(hidden) is not accepted: its URL number 2 has the scheme http:; use amqp:// or amqps://"
+      )
+      const empty = yield* Effect.flip(load({ DOSTAVKA_AMQP_URL: "amqp://n1:5672," }))
+      expect(describeConfigError(empty)).toContain("its URL number 2 is not a URL")
+    }))
 })

@@ -151,8 +151,11 @@ export class FakeConnection extends EventEmitter {
 export class FakeAmqp {
   readonly connections: Array<FakeConnection> = []
   readonly failures: Array<Error> = []
+  /** Every URL a connect was attempted to, in order. */
+  readonly attempts: Array<string> = []
   readonly layer = Layer.succeed(AmqpClient, {
-    connect: async (_url: string, options: { readonly name: string }): Promise<AmqpConnection> => {
+    connect: async (url: string, options: { readonly name: string }): Promise<AmqpConnection> => {
+      this.attempts.push(url)
       const failure = this.failures.shift()
       if (failure !== undefined) throw failure
       const connection = new FakeConnection(options.name)

@@ -29,21 +29,51 @@ export class BrokerRefused extends Data.TaggedError("BrokerRefused")<{
   }
 }
 
-/** Where the broker is and how long to wait for it: one attempt's TCP connect and handshake, and the heartbeat. */
+/**
+ * Where the broker is and how long to wait for it: one attempt's TCP connect and
+ * handshake, and the heartbeat. `url` is `DOSTAVKA_AMQP_URL` as set: one URL, or a
+ * cluster's nodes separated by commas (`brokerUrlsOf`).
+ */
 export interface BrokerAccess {
   readonly url: Redacted.Redacted<string>
   readonly connectTimeout: Duration.Duration
   readonly heartbeat: Duration.Duration
 }
 
-/** Removes the password of `url` from `text`, so that no log line carries a credential. */
-export const scrubCredentials = (text: string, url: Redacted.Redacted<string>): string => {
+/**
+ * The broker URLs of a `DOSTAVKA_AMQP_URL` value: one URL, or several separated by
+ * commas, the nodes of one RabbitMQ cluster, tried in turn.
+ */
+export const brokerUrlsOf = (url: Redacted.Redacted<string>): ReadonlyArray<string> =>
+  Redacted.value(url).split(",").map((u) => u.trim()).filter((u) => u !== "")
+
+/** `host:port` of a broker URL, to name a node in a message without its credentials. */
+const nodeOf = (url: string): string => {
   try {
-    const password = decodeURIComponent(new URL(Redacted.value(url)).password)
-    return password === "" ? text : text.split(password).join("***")
+    const parsed = new URL(url)
+    return `${parsed.hostname}:${parsed.port === "" ? (parsed.protocol === "amqps:" ? "5671" : "5672") : parsed.port}`
   } catch {
-    return text
+    return "(a broker URL)"
   }
+}
+
+/**
+ * Removes from `text` the password of every URL in `url` (a list is allowed), as given
+ * and URL-decoded, so that no log line carries a credential.
+ */
+export const scrubCredentials = (text: string, url: Redacted.Redacted<string>): string => {
+  let scrubbed = text
+  for (const one of brokerUrlsOf(url)) {
+    try {
+      const raw = new URL(one).password
+      for (const password of [raw, decodeURIComponent(raw)]) {
+        if (password !== "") scrubbed = scrubbed.split(password).join("***")
+      }
+    } catch {
+      // not a URL: nothing of it to find
+    }
+  }
+  return scrubbed
 }
 
 /**
@@ -62,54 +92,84 @@ export const classifyConnectError = (cause: unknown, url: Redacted.Redacted<stri
   return new BrokerUnavailable({ detail })
 }
 
+/** One connect to one node, bounded and interruptible (see `openConnection`). */
+const connectOnce = (client: AmqpClient["Type"], url: string, access: BrokerAccess, name: string) => {
+  const timeoutMs = Math.round(Duration.toMillis(access.connectTimeout))
+  return Effect.async<AmqpConnection, BrokerUnavailable | BrokerRefused>((resume) => {
+    let abandoned = false
+    client.connect(url, {
+      name,
+      timeoutMs,
+      heartbeatS: Math.max(1, Math.round(Duration.toSeconds(access.heartbeat)))
+    }).then(
+      (connection) => {
+        if (abandoned) connection.close().catch(() => undefined)
+        else resume(Effect.succeed(connection))
+      },
+      (cause) => {
+        if (!abandoned) resume(Effect.fail(classifyConnectError(cause, access.url)))
+      }
+    )
+    return Effect.sync(() => {
+      abandoned = true
+    })
+  }).pipe(
+    Effect.timeoutFail({
+      duration: Duration.millis(2 * timeoutMs),
+      onTimeout: () => new BrokerUnavailable({ detail: `no AMQP handshake within ${2 * timeoutMs} ms` })
+    })
+  )
+}
+
+// Per access (one per connection owner): the node to try first on the next connect.
+const nextNode = new WeakMap<BrokerAccess, number>()
+
 /**
  * Opens one AMQP connection named `name` (shown as `connection_name` in the management
  * UI) and closes it when the scope closes. Publishers and consumers each open their own:
  * a publisher throttled by the broker's flow control must not stall a consumer's acks
  * (RabbitMQ "Connections", "Flow Control").
  *
- * An attempt ends: the socket may stay idle at most `connectTimeout` until the AMQP
- * handshake completes, and the whole attempt takes at most twice that. It is
- * interruptible: a role being stopped never waits for a broker that accepted TCP and
- * says nothing; a connection that opens after the interruption is closed at once. Fails
- * with `BrokerUnavailable` or `BrokerRefused`; no message contains the password.
+ * With several broker URLs (a cluster), one call tries them in turn, starting after the
+ * node the previous connect of this `access` reached, so each reconnect moves on to the
+ * next node, and a dead node costs one refused connect. Each node's attempt ends: the
+ * socket may stay idle at most `connectTimeout` until the AMQP handshake completes, and
+ * the attempt takes at most twice that. It is interruptible: a role being stopped never
+ * waits for a broker that accepted TCP and says nothing; a connection that opens after the
+ * interruption is closed at once. Fails, when no node took it, with `BrokerRefused` if one
+ * refused (a login is the cluster's), else `BrokerUnavailable` naming each node's error;
+ * no message contains a password.
  */
 export const openConnection = (access: BrokerAccess, name: string) =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
       const client = yield* AmqpClient
-      const timeoutMs = Math.round(Duration.toMillis(access.connectTimeout))
-      const connection = yield* restore(
-        Effect.async<AmqpConnection, BrokerUnavailable | BrokerRefused>((resume) => {
-          let abandoned = false
-          client.connect(Redacted.value(access.url), {
-            name,
-            timeoutMs,
-            heartbeatS: Math.max(1, Math.round(Duration.toSeconds(access.heartbeat)))
-          }).then(
-            (connection) => {
-              if (abandoned) connection.close().catch(() => undefined)
-              else resume(Effect.succeed(connection))
-            },
-            (cause) => {
-              if (!abandoned) resume(Effect.fail(classifyConnectError(cause, access.url)))
-            }
-          )
-          return Effect.sync(() => {
-            abandoned = true
-          })
-        }).pipe(
-          Effect.timeoutFail({
-            duration: Duration.millis(2 * timeoutMs),
-            onTimeout: () => new BrokerUnavailable({ detail: `no AMQP handshake within ${2 * timeoutMs} ms` })
-          })
-        )
-      )
+      const urls = brokerUrlsOf(access.url)
+      const start = nextNode.get(access) ?? 0
+      const failures: Array<BrokerUnavailable | BrokerRefused> = []
+      let connection: AmqpConnection | undefined
+      for (let k = 0; k < urls.length && connection === undefined; k++) {
+        const i = (start + k) % urls.length
+        const attempt = yield* Effect.either(restore(connectOnce(client, urls[i]!, access, name)))
+        if (attempt._tag === "Right") {
+          connection = attempt.right
+          nextNode.set(access, (i + 1) % urls.length)
+        } else {
+          const failure = attempt.left
+          const detail = urls.length === 1 ? failure.detail : `${nodeOf(urls[i]!)}: ${failure.detail}`
+          failures.push(failure._tag === "BrokerRefused" ? new BrokerRefused({ reason: failure.reason, detail }) : new BrokerUnavailable({ detail }))
+        }
+      }
+      if (connection === undefined) {
+        const refused = failures.find((f) => f._tag === "BrokerRefused")
+        return yield* (refused ?? (failures.length === 1 ? failures[0]! : new BrokerUnavailable({ detail: failures.map((f) => f.detail).join("; ") })))
+      }
       // Without a listener an 'error' event would be thrown and end the process; the
       // 'close' that follows it is what the owner reacts to.
-      connection.on("error", () => {})
-      yield* Effect.addFinalizer(() => closeQuietly(() => connection.close()))
-      return connection
+      const opened = connection
+      opened.on("error", () => {})
+      yield* Effect.addFinalizer(() => closeQuietly(() => opened.close()))
+      return opened
     })
   )
 

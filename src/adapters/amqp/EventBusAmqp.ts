@@ -4,7 +4,7 @@ import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
 import { Settings } from "../../config.js"
 import { EventBus } from "../../ports/EventBus.js"
 import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
-import { brokerAccessOf } from "./AmqpConnection.js"
+import { brokerAccessOf, brokerUrlsOf } from "./AmqpConnection.js"
 import { namesOf, topologyPlanOf } from "./Topology.js"
 
 /** The application header that carries the W3C trace context of the span that published the message. */
@@ -39,9 +39,9 @@ export const toPublish = (exchange: string, envelope: Envelope, userId?: string)
   }
 })
 
-/** The user name of a broker URL (`guest` when it names none, as amqplib then logs in). */
+/** The user name of a broker URL, the first of a cluster's list (`guest` when it names none, as amqplib then logs in). */
 export const brokerUserOf = (url: Redacted.Redacted<string>): string => {
-  const parsed = new URL(Redacted.value(url))
+  const parsed = new URL(brokerUrlsOf(url)[0]!)
   return parsed.username === "" ? "guest" : decodeURIComponent(parsed.username)
 }
 

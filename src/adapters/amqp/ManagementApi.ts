@@ -2,7 +2,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } fr
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Settings, type SettingsShape } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
-import { scrubCredentials } from "./AmqpConnection.js"
+import { brokerUrlsOf, scrubCredentials } from "./AmqpConnection.js"
 
 /** The management API refreshes queue figures every `collect_statistics_interval`, 5000 ms by default. */
 export const ManagementSampleMs = 5_000
@@ -22,10 +22,11 @@ export interface ManagementAccess {
  * The management API of the settings: `DOSTAVKA_MANAGEMENT_URL` when set, else the
  * broker's host on 15672 (`http`), or on 15671 (`https`) for an `amqps` broker. The user
  * is the management URL's when it names one, else the broker URL's (`guest` when that
- * names none, as amqplib does); the vhost is the broker URL's (`/` by default).
+ * names none, as amqplib does); the vhost is the broker URL's (`/` by default). With a
+ * cluster's list, the first node's.
  */
 export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "managementUrl">): ManagementAccess => {
-  const amqp = new URL(Redacted.value(settings.amqpUrl))
+  const amqp = new URL(brokerUrlsOf(settings.amqpUrl)[0]!)
   const management = Option.match(settings.managementUrl, {
     onNone: () => new URL(amqp.protocol === "amqps:" ? `https://${amqp.hostname}:15671` : `http://${amqp.hostname}:15672`),
     onSome: (url) => new URL(Redacted.value(url))
