@@ -1,9 +1,9 @@
-import { Clock, Data, Duration, Effect, Exit, Option, type Tracer } from "effect"
+import { Clock, Data, Duration, Effect, Exit, Option, Ref, type Tracer } from "effect"
 import { parseTraceparent, traceparentOf, TracingEnabled } from "./tracing.js"
 import { rejectedRowDelay, relayBackoff, Settings } from "../config.js"
-import { describeCause } from "../domain/errors.js"
+import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { EventBus, type Unknown } from "../ports/EventBus.js"
-import { Outbox, type OutboxMessage, type Rejection } from "../ports/Outbox.js"
+import { type LeaseHolder, Outbox, type OutboxMessage, type Rejection } from "../ports/Outbox.js"
 import { Transaction } from "../ports/Transaction.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
 
@@ -110,13 +110,28 @@ export const drainOnce = Effect.fnUntraced(function*(options: { readonly window:
   return result
 })
 
+/** The relay lost its lease while it led: another relay took it, or it could not renew it in time. */
+class LeaseLost extends Data.TaggedError("LeaseLost")<{ readonly detail: string }> {}
+
+const isLost = (error: { readonly _tag: string }) => error._tag === "PersistenceError" && (error as PersistenceError).kind === "lost"
+
 /**
- * The relay: forever, while it holds the outbox lease, drains the outbox in windows of
- * `relayWindow`; when the outbox is empty it sleeps until the API rings or
- * `relayPollInterval` passes. After a failed drain it backs off by `relayBackoff`. Without
- * the lease (another relay is publishing) it only polls for it. Releases the lease when
- * interrupted. Fails only with a `PersistenceError` of kind `lost`: its database file is
- * gone, and the role must stop.
+ * The relay. It waits for the outbox lease, polling every eighth of the lease
+ * (`DOSTAVKA_RELAY_LEASE_MS`, 2 s: every 250 ms) and logging once per holder who holds
+ * it and until when. Once it holds the lease it leads:
+ * - a fiber of its own renews the lease every quarter of it, whatever the drain is
+ *   waiting for (a confirm may take longer than the lease);
+ * - the drain loop publishes up to `relayWindow` rows at a time, and sleeps until the API
+ *   rings or `relayPollInterval` passes when the outbox is empty; after a failed drain it
+ *   backs off by `relayBackoff`;
+ * - it sends a batch only while at least half the lease is left, so that the rows it
+ *   sends always go out before any other relay could take the lease: two relays never
+ *   publish at the same time;
+ * - another owner found at a renewal, or a lease that ran out unrenewed, ends the lead and
+ *   it waits again.
+ * A relay killed holds back publishing for at most the lease and one poll (about 2.25 s at
+ * the defaults). Releases the lease when interrupted. Fails only with a `PersistenceError`
+ * of kind `lost`: its database file is gone, and the role must stop.
  */
 export const runRelay = (owner: string) =>
   Effect.gen(function*() {
@@ -125,33 +140,88 @@ export const runRelay = (owner: string) =>
     const transaction = yield* Transaction
     const signal = yield* OutboxSignal
     const leaseMs = Duration.toMillis(settings.relayLeaseTtl)
+    const acquire = Effect.flatMap(Clock.currentTimeMillis, (now) => transaction.run(outbox.acquireLease(owner, leaseMs, now)))
 
-    const step = Effect.gen(function*() {
-      const leader = yield* transaction.run(outbox.acquireLease(owner, leaseMs, yield* Clock.currentTimeMillis))
-      if (!leader) return yield* signal.wait(settings.relayPollInterval)
-      const result = yield* drainOnce({ window: settings.relayWindow, parkAfter: settings.parkAfter })
-      if (result.attempted < settings.relayWindow) yield* signal.wait(settings.relayPollInterval)
-    }).pipe(
-      Effect.tapError((error) =>
-        error._tag === "RelayBatchIncomplete"
-          ? Effect.logWarning("publishes without a confirm; backing off").pipe(Effect.annotateLogs({
-            unknown: error.unknown,
-            confirmed: error.confirmed,
-            of: error.attempted,
-            cause: error.detail
-          }))
-          : Effect.logWarning("relay drain failed; backing off").pipe(
-            Effect.annotateLogs({ operation: error.operation, kind: error.kind, cause: describeCause(error.cause) })
+    /** Leads from `held` until the lease is lost (then succeeds) or the database file is (then fails). */
+    const lead = (held: LeaseHolder) =>
+      Effect.gen(function*() {
+        const expiresAt = yield* Ref.make(held.expiresAtMs)
+        yield* Effect.logInfo("relay holds the lease").pipe(Effect.annotateLogs({ until: new Date(held.expiresAtMs).toISOString() }))
+        const renew = Effect.gen(function*() {
+          yield* Effect.sleep(Duration.millis(leaseMs / 4))
+          const renewed = yield* Effect.either(acquire)
+          const now = yield* Clock.currentTimeMillis
+          if (renewed._tag === "Right") {
+            if (renewed.right.owner !== owner) return yield* new LeaseLost({ detail: `taken by ${renewed.right.owner}` })
+            yield* Ref.set(expiresAt, renewed.right.expiresAtMs)
+          } else if (isLost(renewed.left)) {
+            return yield* renewed.left
+          } else if (now >= (yield* Ref.get(expiresAt))) {
+            return yield* new LeaseLost({ detail: `not renewed in time: ${describeCause(renewed.left.cause)}` })
+          }
+        }).pipe(Effect.forever)
+        // Every send, a retry's included, waits for half the lease left: a renewal stuck
+        // on a database lock pauses publishing before the lease can run out.
+        const halfTheLeaseLeft = Effect.gen(function*() {
+          for (;;) {
+            const left = (yield* Ref.get(expiresAt)) - (yield* Clock.currentTimeMillis)
+            if (left >= leaseMs / 2) return
+            if (left <= 0) return yield* new LeaseLost({ detail: "the lease ran out unrenewed" })
+            yield* Effect.sleep(Duration.millis(Math.min(left, leaseMs / 8)))
+          }
+        })
+        const drainStep = Effect.gen(function*() {
+          yield* halfTheLeaseLeft
+          const result = yield* drainOnce({ window: settings.relayWindow, parkAfter: settings.parkAfter })
+          if (result.attempted < settings.relayWindow) yield* signal.wait(settings.relayPollInterval)
+        }).pipe(
+          Effect.tapError((error) =>
+            error._tag === "RelayBatchIncomplete"
+              ? Effect.logWarning("publishes without a confirm; backing off").pipe(Effect.annotateLogs({
+                unknown: error.unknown,
+                confirmed: error.confirmed,
+                of: error.attempted,
+                cause: error.detail
+              }))
+              : error._tag === "PersistenceError"
+              ? Effect.logWarning("relay drain failed; backing off").pipe(
+                Effect.annotateLogs({ operation: error.operation, kind: error.kind, cause: describeCause(error.cause) })
+              )
+              : Effect.void
+          ),
+          // A database file removed under the relay is not a failure to wait out, nor a lost lease.
+          Effect.retry({ schedule: relayBackoff, while: (error) => error._tag !== "LeaseLost" && !isLost(error) })
+        )
+        const drain = Effect.forever(drainStep)
+        return yield* Effect.raceFirst(renew, drain).pipe(
+          Effect.catchTag("LeaseLost", (lost) => Effect.logWarning("relay lost the lease").pipe(Effect.annotateLogs({ detail: lost.detail })))
+        )
+      })
+
+    /** Waits for the lease: logs the holder once per holder, and polls every eighth of the lease. */
+    const follow = Effect.gen(function*() {
+      let waitingFor: string | undefined
+      for (;;) {
+        const holder = yield* Effect.either(acquire)
+        if (holder._tag === "Left") {
+          if (isLost(holder.left)) return yield* holder.left
+          yield* Effect.logWarning("relay could not read the lease; trying again").pipe(Effect.annotateLogs({ cause: describeCause(holder.left.cause) }))
+        } else if (holder.right.owner === owner) {
+          yield* lead(holder.right)
+          waitingFor = undefined
+          continue
+        } else if (holder.right.owner !== waitingFor) {
+          waitingFor = holder.right.owner
+          yield* Effect.logInfo("relay waits for the lease").pipe(
+            Effect.annotateLogs({ holder: holder.right.owner, until: new Date(holder.right.expiresAtMs).toISOString() })
           )
-      ),
-      // A database file removed under the relay is not a failure to wait out.
-      Effect.retry({ schedule: relayBackoff, while: (error) => !(error._tag === "PersistenceError" && error.kind === "lost") })
-    )
+        }
+        yield* Effect.sleep(Duration.millis(leaseMs / 8))
+      }
+    })
 
     yield* Effect.logInfo("relay started").pipe(
-      Effect.annotateLogs({ owner, window: settings.relayWindow, pollMs: Duration.toMillis(settings.relayPollInterval) })
+      Effect.annotateLogs({ owner, window: settings.relayWindow, pollMs: Duration.toMillis(settings.relayPollInterval), leaseMs })
     )
-    return yield* Effect.forever(step).pipe(
-      Effect.ensuring(Effect.ignore(outbox.releaseLease(owner)))
-    )
+    return yield* follow.pipe(Effect.ensuring(Effect.ignore(outbox.releaseLease(owner))))
   })

@@ -38,6 +38,12 @@ export interface OutboxStats {
   readonly publishedLastMinute: number
 }
 
+/** Who holds the relay lease, and until when (ms since the epoch). */
+export interface LeaseHolder {
+  readonly owner: string
+  readonly expiresAtMs: number
+}
+
 /** A published row's place in commit order, for reconciliation. */
 export interface PublishedRef {
   readonly sequence: number
@@ -60,8 +66,9 @@ export interface PublishedRef {
  * returning how many it released.
  *
  * The relay lease makes one relay the publisher at a time: `acquireLease(owner, ttlMs,
- * nowMs)` succeeds for `owner` when nobody else holds an unexpired lease, and extends
- * its own. All operations fail with `PersistenceError` only.
+ * nowMs)` takes the lease for `owner` until `nowMs + ttlMs` when nobody else holds an
+ * unexpired one, and extends its own; it answers who holds the lease afterwards, and
+ * until when (the caller holds it when `holder.owner` is `owner`). All operations fail with `PersistenceError` only.
  */
 export interface OutboxShape {
   readonly enqueue: (envelope: Envelope, createdAtMs: number) => Effect.Effect<void, PersistenceError>
@@ -80,7 +87,7 @@ export interface OutboxShape {
   readonly publishedPage: (afterSequence: number, publishedBeforeMs: number, limit: number) => Effect.Effect<ReadonlyArray<PublishedRef>, PersistenceError>
   /** The rows with these message ids, in sequence order; ids with no row are left out. */
   readonly find: (messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
-  readonly acquireLease: (owner: string, ttlMs: number, nowMs: number) => Effect.Effect<boolean, PersistenceError>
+  readonly acquireLease: (owner: string, ttlMs: number, nowMs: number) => Effect.Effect<LeaseHolder, PersistenceError>
   readonly releaseLease: (owner: string) => Effect.Effect<void, PersistenceError>
 }
 

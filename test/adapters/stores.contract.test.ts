@@ -99,15 +99,15 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
   it.effect("outbox lease: one owner at a time, renewable, free after expiry or release", () =>
     Effect.gen(function*() {
       const outbox = yield* Outbox
-      expect(yield* outbox.acquireLease("a", 100, 0)).toBe(true)
-      expect(yield* outbox.acquireLease("b", 100, 50)).toBe(false)
-      expect(yield* outbox.acquireLease("a", 100, 90)).toBe(true)
-      expect(yield* outbox.acquireLease("b", 100, 150)).toBe(false)
-      expect(yield* outbox.acquireLease("b", 100, 190)).toBe(true)
+      expect(yield* outbox.acquireLease("a", 100, 0)).toEqual({ owner: "a", expiresAtMs: 100 })
+      expect(yield* outbox.acquireLease("b", 100, 50)).toEqual({ owner: "a", expiresAtMs: 100 })
+      expect(yield* outbox.acquireLease("a", 100, 90)).toEqual({ owner: "a", expiresAtMs: 190 })
+      expect(yield* outbox.acquireLease("b", 100, 150)).toEqual({ owner: "a", expiresAtMs: 190 })
+      expect(yield* outbox.acquireLease("b", 100, 190)).toEqual({ owner: "b", expiresAtMs: 290 })
       yield* outbox.releaseLease("a")
-      expect(yield* outbox.acquireLease("a", 100, 200)).toBe(false)
+      expect((yield* outbox.acquireLease("a", 100, 200)).owner).toBe("b")
       yield* outbox.releaseLease("b")
-      expect(yield* outbox.acquireLease("a", 100, 200)).toBe(true)
+      expect(yield* outbox.acquireLease("a", 100, 200)).toEqual({ owner: "a", expiresAtMs: 300 })
     }).pipe(Effect.provide(api)))
 
   it.effect("materials and requests: latest revision, unique keys, a failed transaction keeps nothing", () =>

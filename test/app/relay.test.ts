@@ -1,9 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Ref, TestClock } from "effect"
+import { Clock, Effect, Fiber, HashMap, Layer, Logger, Ref, TestClock } from "effect"
 import { drainOnce, runRelay } from "../../src/app/relay.js"
 import { EventBusMemory, EventBusMemoryLog } from "../../src/adapters/memory/EventBusMemory.js"
 import { Settings } from "../../src/config.js"
-import { Confirmed, Rejected, Unknown } from "../../src/ports/EventBus.js"
+import { Confirmed, EventBus, Rejected, Unknown } from "../../src/ports/EventBus.js"
+import { Transaction } from "../../src/ports/Transaction.js"
+import { PersistenceError } from "../../src/domain/errors.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiMemory } from "../support/memory.js"
@@ -131,18 +133,82 @@ describe("runRelay", () => {
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(EventBusMemory()), Effect.provide(Layer.merge(ApiMemory, settings))))
 
-  it.effect("a second relay publishes nothing while the first holds the lease, and takes over when it expires", () =>
+  it.effect("a relay killed with its lease: the next one logs who holds it and until when, once, and publishes within the lease and one poll", () =>
     Effect.gen(function*() {
       const outbox = yield* Outbox
-      expect(yield* outbox.acquireLease("relay-a", 15_000, 0)).toBe(true)
+      // relay-a took the lease at 0 for the default 2 s, then died without a word.
+      expect(yield* outbox.acquireLease("relay-a", 2_000, 0)).toEqual({ owner: "relay-a", expiresAtMs: 2_000 })
       yield* enqueue(2)
-      const b = yield* Effect.fork(runRelay("relay-b"))
-      yield* TestClock.adjust("14 seconds")
+      const logs: Array<string> = []
+      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ annotations, message }) => {
+        const a = Object.fromEntries(HashMap.toEntries(annotations))
+        logs.push(`${String(message)} holder=${String(a.holder)} until=${String(a.until)}`)
+      }))
+      const b = yield* Effect.fork(runRelay("relay-b").pipe(Effect.provide(capture)))
+      yield* TestClock.adjust("1999 millis")
       expect(yield* attempts).toBe(0)
-      yield* TestClock.adjust("1100 millis")
+      yield* TestClock.adjust("251 millis")
       expect((yield* published).length).toBe(2)
-      expect(yield* outbox.acquireLease("relay-a", 15_000, 15_100)).toBe(false)
+      expect(logs.filter((l) => l.startsWith("relay waits for the lease"))).toEqual([
+        `relay waits for the lease holder=relay-a until=${new Date(2_000).toISOString()}`
+      ])
+      expect((yield* outbox.acquireLease("relay-a", 2_000, 2_300)).owner).toBe("relay-b")
       yield* Fiber.interrupt(b)
-      expect(yield* outbox.acquireLease("relay-a", 15_000, 15_100)).toBe(true)
+      expect((yield* outbox.acquireLease("relay-a", 2_000, 2_300)).owner).toBe("relay-a")
+    }).pipe(Effect.provide(EventBusMemory()), Effect.provide(Layer.merge(ApiMemory, settings))))
+
+  it.effect("the leader keeps its lease while a batch waits for confirms five times longer than the lease", () =>
+    Effect.gen(function*() {
+      yield* enqueue(1)
+      const slowBus = Layer.succeed(EventBus, { publish: (messages) => Effect.as(Effect.sleep("10 seconds"), messages.map(() => new Confirmed())) })
+      const a = yield* Effect.fork(runRelay("relay-a").pipe(Effect.provide(slowBus)))
+      yield* TestClock.adjust("1 millis")
+      const b = yield* Effect.fork(runRelay("relay-b"))
+      for (let t = 0; t < 20; t++) {
+        yield* TestClock.adjust("500 millis")
+        expect(yield* attempts).toBe(0)
+      }
+      expect((yield* Effect.flatMap(Outbox, (o) => o.acquireLease("relay-b", 2_000, 10_001))).owner).toBe("relay-a")
+      expect(yield* pendingIds).toEqual([])
+      yield* Fiber.interrupt(a)
+      yield* Fiber.interrupt(b)
+    }).pipe(Effect.provide(EventBusMemory()), Effect.provide(Layer.merge(ApiMemory, settings))))
+
+  it.effect("a leader that cannot renew stops sending before its lease runs out; the next relay sends only after it has", () =>
+    Effect.gen(function*() {
+      const sends: Array<readonly [string, number]> = []
+      const busOf = (name: string) =>
+        Layer.succeed(EventBus, {
+          publish: (messages) =>
+            Effect.map(Clock.currentTimeMillis, (now) => {
+              sends.push([name, now])
+              return messages.map(() => new Confirmed())
+            })
+        })
+      const locked = yield* Ref.make(false)
+      const transaction = yield* Transaction
+      // relay-a's database calls fail once `locked` is set, as if another process held the write lock.
+      const lockable = Layer.succeed(Transaction, {
+        run: (effect) =>
+          Effect.flatMap(Ref.get(locked), (l) =>
+            l ? Effect.fail(new PersistenceError({ operation: "transaction", kind: "unavailable", cause: "database is locked" })) : transaction.run(effect))
+      })
+      const a = yield* Effect.fork(runRelay("relay-a").pipe(Effect.provide(Layer.merge(busOf("a"), lockable))))
+      yield* TestClock.adjust("1 millis")
+      const b = yield* Effect.fork(runRelay("relay-b").pipe(Effect.provide(busOf("b"))))
+      // Rows arrive every 50 ms throughout; relay-a's database locks at 1 s.
+      for (let t = 0; t < 120; t++) {
+        yield* enqueue(1)
+        if (t === 20) yield* Ref.set(locked, true)
+        yield* TestClock.adjust("50 millis")
+      }
+      const lastOfA = Math.max(...sends.filter(([n]) => n === "a").map(([, t]) => t))
+      const firstOfB = Math.min(...sends.filter(([n]) => n === "b").map(([, t]) => t))
+      // relay-a renewed last at or before 1 s, so its lease ran out by 3 s; it sent only with half of it left.
+      expect(lastOfA).toBeLessThanOrEqual(2_000)
+      expect(firstOfB).toBeGreaterThanOrEqual(3_000)
+      expect(firstOfB).toBeLessThanOrEqual(3_300)
+      yield* Fiber.interrupt(a)
+      yield* Fiber.interrupt(b)
     }).pipe(Effect.provide(EventBusMemory()), Effect.provide(Layer.merge(ApiMemory, settings))))
 })

@@ -105,10 +105,12 @@ export const OutboxMemory = Layer.effect(
       find: (messageIds) =>
         Effect.map(Ref.get(table), (t) => t.rows.filter((row) => messageIds.includes(row.envelope.messageId)).map(withoutSchedule)),
       acquireLease: (owner, ttlMs, nowMs) =>
-        Ref.modify(table, (t) =>
-          t.lease === undefined || t.lease.owner === owner || t.lease.expiresAtMs <= nowMs
-            ? [true, { ...t, lease: { owner, expiresAtMs: nowMs + ttlMs } }]
-            : [false, t]),
+        Ref.modify(table, (t) => {
+          const lease = t.lease === undefined || t.lease.owner === owner || t.lease.expiresAtMs <= nowMs
+            ? { owner, expiresAtMs: nowMs + ttlMs }
+            : t.lease
+          return [lease, { ...t, lease }]
+        }),
       releaseLease: (owner) =>
         Ref.update(table, (t) => (t.lease?.owner === owner ? { ...t, lease: undefined } : t))
     }

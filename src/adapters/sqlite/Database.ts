@@ -167,6 +167,9 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
 
 const runMigrations = Migrator.make({})
 
+/** The migrations of one service's database, oldest first, as `<id>_<name>` (the Migrator's record keys). */
+export const migrationsOf = (service: ServiceDatabase): ReadonlyArray<string> => Object.keys(migrations[service])
+
 /** The file of a service's database under `dataDir`, e.g. `./var/catalog.db`. */
 export const databaseFile = (dataDir: string, service: ServiceDatabase): string => join(dataDir, `${service}.db`)
 
@@ -281,7 +284,7 @@ const prepareFile = (filename: string, busyBudget: Duration.DurationInput) =>
  */
 export const databaseLayer = (filename: string, service: ServiceDatabase, busyBudget: Duration.DurationInput = "5 seconds") => {
   const client = Layer.unwrapEffect(Effect.as(prepareFile(filename, busyBudget), SqliteClient.layer({ filename })))
-  const expected = Object.keys(migrations[service]).length
+  const expected = migrationsOf(service).length
   const migrate = Layer.effectDiscard(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`PRAGMA busy_timeout = ${sql.literal(String(NativeBusyTimeoutMs))}`

@@ -143,12 +143,14 @@ export const OutboxSqlite = Layer.effect(
           persistence("outbox.find")
         ),
       acquireLease: (owner, ttlMs, nowMs) =>
-        sql<{ owner: string }>`
-          INSERT INTO relay_lease (name, owner, expires_at) VALUES (${LeaseName}, ${owner}, ${nowMs + ttlMs})
-          ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-          WHERE relay_lease.owner = excluded.owner OR relay_lease.expires_at <= ${nowMs}
-          RETURNING owner`.pipe(
-          Effect.map((rows) => rows.length === 1),
+        Effect.zipRight(
+          sql`
+            INSERT INTO relay_lease (name, owner, expires_at) VALUES (${LeaseName}, ${owner}, ${nowMs + ttlMs})
+            ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+            WHERE relay_lease.owner = excluded.owner OR relay_lease.expires_at <= ${nowMs}`,
+          sql<{ owner: string; expires_at: number }>`SELECT owner, expires_at FROM relay_lease WHERE name = ${LeaseName}`
+        ).pipe(
+          Effect.map(([row]) => ({ owner: row!.owner, expiresAtMs: row!.expires_at })),
           persistence("outbox.acquireLease")
         ),
       releaseLease: (owner) =>
