@@ -38,13 +38,13 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0,
 
 /** Time a fault of each kind takes beyond its hold (stopping and starting a node, reconnecting, a lease), to size the load around the plan. */
 const overheadMs: Record<FaultKind, number> = {
-  "kill-relay": 17_000, // a killed relay's lease runs out after 15 s
-  "kill-catalog": 8_000,
-  "kill-audit": 8_000,
+  "kill-relay": 5_000, // a killed relay's lease runs out after 2 s
+  "kill-catalog": 5_000,
+  "kill-audit": 5_000,
   "kill-api": 8_000,
   "close-connections": 8_000,
-  "stop-app": 12_000,
-  "broker-stop": 25_000,
+  "stop-app": 8_000,
+  "broker-stop": 12_000,
   "broker-pause": 8_000,
   "memory-alarm": 4_000,
   "catalog-lock": 5_000,

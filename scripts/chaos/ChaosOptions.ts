@@ -140,8 +140,8 @@ const quickHolds: HoldRanges = {
   "broker-stop": s(10),
   "broker-pause": s(7, 9),
   "memory-alarm": s(8),
-  "catalog-lock": s(10),
-  "api-lock": s(7),
+  "catalog-lock": s(6),
+  "api-lock": s(6.5),
   "node-kill": s(10),
   "leader-kill": s(10)
 }

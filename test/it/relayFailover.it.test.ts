@@ -1,42 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { ApiRole } from "../../src/roles/api.js"
 import { cleanupTopology, eventually, tempDataDir, uniquePrefix } from "../support/broker.js"
-import { projectRoot } from "../support/cli.js"
 import { MaterialMother } from "../support/MaterialMother.js"
-import { baseUrl, post, query, startRoles, testSettings } from "../support/roles.js"
+import { baseUrl, killed, post, query, roleProcess, startRoles, testSettings } from "../support/roles.js"
 
-/** `--role relay` as its own OS process, its stderr collected; killed with SIGKILL when the scope closes. */
-const relayProcess = (dir: string, prefix: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "relay"], {
-        cwd: projectRoot,
-        env: {
-          ...process.env,
-          DOSTAVKA_DATA_DIR: dir,
-          DOSTAVKA_PREFIX: prefix,
-          DOSTAVKA_RETRY_DELAYS_MS: "300,600",
-          DOSTAVKA_MAX_ATTEMPTS: "3"
-        },
-        stdio: ["ignore", "ignore", "pipe"]
-      })
-      const log = { text: "" }
-      child.stderr!.on("data", (chunk: Buffer) => (log.text += chunk.toString("utf8")))
-      return { child, log }
-    }),
-    ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
-  )
+const relayProcess = (dir: string, prefix: string) => roleProcess("relay", dir, prefix)
 
 const leaseOwner = (dir: string) => query<{ owner: string }>(dir, "api", "SELECT owner FROM relay_lease")[0]?.owner
-
-const killed = (child: ChildProcess) =>
-  Effect.async<void>((resume) => {
-    child.once("exit", () => resume(Effect.void))
-    child.kill("SIGKILL")
-  })
 
 describe("the relay's failover", () => {
   it.scopedLive("kill -9 of the leading relay under load: the standby publishes within 3 s, and logged whom it waited for", () =>
@@ -62,6 +34,9 @@ describe("the relay's failover", () => {
           Effect.sleep("20 millis")
         ), { discard: true }))
       yield* Effect.sleep("1500 millis")
+      // Until the kill, the standby never led: never two relays publishing at once.
+      expect(second.log.text).not.toContain("relay holds the lease")
+      expect(leaseOwner(dir)).toBe(leader)
       const killedAt = Date.now()
       yield* killed(first.child)
       yield* Fiber.join(load)

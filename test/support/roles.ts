@@ -1,6 +1,7 @@
 import { HttpServer } from "@effect/platform"
 import { Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import Database from "better-sqlite3"
+import { type ChildProcess, spawn } from "node:child_process"
 import { createConnection } from "node:net"
 import { Settings, type SettingsShape } from "../../src/config.js"
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
@@ -11,6 +12,7 @@ import type { BrokerConnections } from "../../src/ports/BrokerConnections.js"
 import type { Readiness } from "../../src/ports/Readiness.js"
 import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { redactedUrl, testRetryByHandler } from "./broker.js"
+import { projectRoot } from "./cli.js"
 
 /** Settings for one integration test: its own prefix and data dir, a free port, quick polling. */
 export const testSettings = (prefix: string, dataDir: string, overrides: Partial<SettingsShape> = {}) =>
@@ -129,3 +131,38 @@ export const rawHttp = (port: number, request: string | Buffer) =>
       socket.write(request)
     })
   )
+
+/**
+ * `--role <role>` as its own OS process on `dir` and `prefix`, with the tests' retry tiers
+ * (0.3 s, 0.6 s; three attempts, as `cleanupTopology` expects) and `env` on top; its
+ * stderr (the log) is collected in `log.text`. Killed with SIGKILL when the scope closes.
+ */
+export const roleProcess = (role: "api" | "relay" | "catalog" | "audit", dir: string, prefix: string, env: Record<string, string> = {}) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", role], {
+        cwd: projectRoot,
+        env: {
+          ...process.env,
+          DOSTAVKA_DATA_DIR: dir,
+          DOSTAVKA_PREFIX: prefix,
+          DOSTAVKA_RETRY_DELAYS_MS: "300,600",
+          DOSTAVKA_MAX_ATTEMPTS: "3",
+          ...env
+        },
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      const log = { text: "" }
+      child.stderr!.on("data", (chunk: Buffer) => (log.text += chunk.toString("utf8")))
+      return { child, log }
+    }),
+    ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+  )
+
+/** Kills `child` with SIGKILL (as `kill -9`) and waits for it to exit. */
+export const killed = (child: ChildProcess) =>
+  Effect.async<void>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+    child.once("exit", () => resume(Effect.void))
+    child.kill("SIGKILL")
+  })
