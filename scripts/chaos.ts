@@ -17,7 +17,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { BrokerNodes, freePorts, privateNodesUnsupportedReason, type QueueDepth } from "./chaos/BrokerNodes.js"
 import { type ChaosOptions, parseOptions, profileOf, usage, UsageError } from "./chaos/ChaosOptions.js"
-import { deliverySection, faultsSection, invariantsSection, logSection, memorySection, requestsSection } from "./chaos/ChaosReport.js"
+import {
+  deliverySection,
+  faultsSection,
+  invariantsSection,
+  logSection,
+  memorySection,
+  requestsSection
+} from "./chaos/ChaosReport.js"
 import { readDeliveryFacts, readProgress } from "./chaos/DeliveryFacts.js"
 import { FaultInjector } from "./chaos/FaultInjector.js"
 import { type FaultKind, planFaults } from "./chaos/FaultPlan.js"
@@ -54,18 +61,22 @@ const overheadMs: Record<FaultKind, number> = {
 }
 
 /** Everything the run started, so that any ending (a failure, Ctrl-C) takes it down. */
-const owned: { broker?: BrokerNodes; roles?: Record<RoleName, RoleProcess>; injector?: FaultInjector; load?: LoadClients } = {}
+const owned: {
+  broker?: BrokerNodes
+  roles?: Record<RoleName, RoleProcess>
+  injector?: FaultInjector
+  load?: LoadClients
+} = {}
 let cleaning: Promise<void> | undefined
-const cleanup = () =>
-  (cleaning ??= (async () => {
-    owned.load?.stop()
-    owned.injector?.abort()
-    for (const role of Object.values(owned.roles ?? {})) {
-      role.restartOnDeath = false
-      await role.kill9().catch(() => undefined)
-    }
-    await owned.broker?.destroy()
-  })())
+const cleanup = () => (cleaning ??= (async () => {
+  owned.load?.stop()
+  owned.injector?.abort()
+  for (const role of Object.values(owned.roles ?? {})) {
+    role.restartOnDeath = false
+    await role.kill9().catch(() => undefined)
+  }
+  await owned.broker?.destroy()
+})())
 
 /** The environment of a role: the parent's without any DOSTAVKA_ setting (none may point at the machine's broker), plus the run's. */
 const roleEnvironment = (settings: Record<string, string>): NodeJS.ProcessEnv => {
@@ -77,7 +88,11 @@ const roleEnvironment = (settings: Record<string, string>): NodeJS.ProcessEnv =>
 /** Runs the kit's CLI with `env`; resolves with its exit code, stdout and stderr (appended to `logFile`). */
 const runKit = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, logFile: string, timeoutMs = 60_000) =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", ...args], { cwd: projectDir, env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", ...args], {
+      cwd: projectDir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
@@ -97,7 +112,11 @@ const runKit = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, logFile: st
  */
 const probeUrlList = (env: NodeJS.ProcessEnv, logFile: string) =>
   new Promise<{ accepted: boolean; detail: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "relay"], { cwd: projectDir, env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "relay"], {
+      cwd: projectDir,
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     let settled = false
     const settle = (accepted: boolean, detail: string) => {
@@ -115,19 +134,24 @@ const probeUrlList = (env: NodeJS.ProcessEnv, logFile: string) =>
     child.stdout.on("data", onData)
     child.stderr.on("data", onData)
     const timer = setTimeout(() => settle(true, "a relay ran 60 s with the list without refusing it"), 60_000)
-    child.once("exit", (code) => settle(false, `a relay given the list exited ${code}: ${output.trim().split("\n").at(-1) ?? ""}`))
+    child.once(
+      "exit",
+      (code) => settle(false, `a relay given the list exited ${code}: ${output.trim().split("\n").at(-1) ?? ""}`)
+    )
   })
 
 const replayCommand = (options: ChaosOptions) =>
-  `npm run chaos -- ${[
-    options.quick ? "--quick" : "",
-    options.cluster ? "--cluster" : "",
-    options.requests !== undefined ? `--requests ${options.requests}` : "",
-    options.rate !== undefined ? `--rate ${options.rate}` : "",
-    options.clients !== undefined ? `--clients ${options.clients}` : "",
-    options.faults !== undefined ? `--faults ${options.faults.length === 0 ? "none" : options.faults.join(",")}` : "",
-    `--seed ${options.seed}`
-  ].filter((s) => s !== "").join(" ")}`
+  `npm run chaos -- ${
+    [
+      options.quick ? "--quick" : "",
+      options.cluster ? "--cluster" : "",
+      options.requests !== undefined ? `--requests ${options.requests}` : "",
+      options.rate !== undefined ? `--rate ${options.rate}` : "",
+      options.clients !== undefined ? `--clients ${options.clients}` : "",
+      options.faults !== undefined ? `--faults ${options.faults.length === 0 ? "none" : options.faults.join(",")}` : "",
+      `--seed ${options.seed}`
+    ].filter((s) => s !== "").join(" ")
+  }`
 
 const main = async (): Promise<number> => {
   let options: ChaosOptions
@@ -155,7 +179,13 @@ const main = async (): Promise<number> => {
   say(`data and logs in ${runDir}`)
 
   // The plan: the workload, and the faults spread over the load, the load long enough to hold them.
-  const plan = planWorkload(random.fork("workload"), profile.requests, profile.clients, profile.materialsPerClient, profile.contended)
+  const plan = planWorkload(
+    random.fork("workload"),
+    profile.requests,
+    profile.clients,
+    profile.materialsPerClient,
+    profile.contended
+  )
   const faultCount = Object.values(profile.faults).reduce((a, b) => a + (b ?? 0), 0)
   const faultBudgetMs = Object.entries(profile.faults).reduce((sum, [kind, n]) => {
     const [min, max] = profile.holds[kind as FaultKind]
@@ -163,8 +193,15 @@ const main = async (): Promise<number> => {
   }, 0)
   const loadMs = Math.max((profile.requests / profile.rate) * 1000, faultBudgetMs + 40_000)
   const rate = profile.requests / (loadMs / 1000)
-  const faults = planFaults(random.fork("faults"), profile.faults, profile.holds, { fromMs: 15_000, toMs: loadMs - 25_000 })
-  say(`${profile.requests} requests from ${profile.clients} clients at ${rate.toFixed(1)}/s (about ${(loadMs / 60_000).toFixed(1)} min); ${faultCount} faults: ${faults.map((f) => f.kind).join(", ")}`)
+  const faults = planFaults(random.fork("faults"), profile.faults, profile.holds, {
+    fromMs: 15_000,
+    toMs: loadMs - 25_000
+  })
+  say(
+    `${profile.requests} requests from ${profile.clients} clients at ${rate.toFixed(1)}/s (about ${
+      (loadMs / 60_000).toFixed(1)
+    } min); ${faultCount} faults: ${faults.map((f) => f.kind).join(", ")}`
+  )
 
   // The broker.
   say(options.cluster ? "starting a 3-node cluster of private RabbitMQ nodes" : "starting a private RabbitMQ node")
@@ -189,12 +226,18 @@ const main = async (): Promise<number> => {
     const list = broker.nodes.map((n) => broker.urlOf(n)).join(",")
     const probeDir = join(runDir, "probe")
     mkdirSync(probeDir)
-    const probe = await probeUrlList(roleEnvironment({ ...settings(list, probeDir), DOSTAVKA_HTTP_PORT: String(await freePorts(1)) }), join(logDir, "probe-url-list.log"))
+    const probe = await probeUrlList(
+      roleEnvironment({ ...settings(list, probeDir), DOSTAVKA_HTTP_PORT: String(await freePorts(1)) }),
+      join(logDir, "probe-url-list.log")
+    )
     if (probe.accepted) {
       amqpUrl = list
       say(`the kit accepts the list of the three nodes' URLs (${probe.detail})`)
     } else {
-      limitation = `the kit does not accept a list of broker URLs in DOSTAVKA_AMQP_URL (${probe.detail}); the roles use ${broker.shownUrlOf(broker.nodes[0]!)} only, so losing that node stops the flow until it is back`
+      limitation =
+        `the kit does not accept a list of broker URLs in DOSTAVKA_AMQP_URL (${probe.detail}); the roles use ${
+          broker.shownUrlOf(broker.nodes[0]!)
+        } only, so losing that node stops the flow until it is back`
       say(`KIT LIMITATION: ${limitation}`)
     }
   }
@@ -206,32 +249,51 @@ const main = async (): Promise<number> => {
   const roles = (owned.roles = Object.fromEntries(RoleNames.map((name) => [
     name,
     new RoleProcess(name, projectDir, envOf(name), join(logDir, `${name}.log`), (role, incarnation) => {
-      const line = `${role} pid ${incarnation.pid} died (code ${incarnation.exit?.code}, signal ${incarnation.exit?.signal}) after ${(((incarnation.exit?.at ?? 0) - incarnation.startedAt) / 1000).toFixed(0)} s`
+      const line =
+        `${role} pid ${incarnation.pid} died (code ${incarnation.exit?.code}, signal ${incarnation.exit?.signal}) after ${
+          (((incarnation.exit?.at ?? 0) - incarnation.startedAt) / 1000).toFixed(0)
+        } s`
       deaths.push(line)
       say(`ROLE DIED: ${line}; started again`)
     })
   ])) as Record<RoleName, RoleProcess>)
   const extras = [
     ...Object.entries(profile.roleEnv).map(([k, v]) => `${k}=${v}`),
-    ...Object.entries(profile.roleEnvOf).flatMap(([role, vars]) => Object.entries(vars ?? {}).map(([k, v]) => `${role}: ${k}=${v}`))
+    ...Object.entries(profile.roleEnvOf).flatMap(([role, vars]) =>
+      Object.entries(vars ?? {}).map(([k, v]) => `${role}: ${k}=${v}`)
+    )
   ]
   say(`starting the roles (prefix ${prefix}, data ${dataDir}${extras.length > 0 ? `; ${extras.join(", ")}` : ""})`)
   for (const role of Object.values(roles)) role.start()
   for (const role of Object.values(roles)) {
-    if (!(await role.ready(120_000))) throw new Error(`the ${role.role} role did not get ready within 120 s; see ${role.logFile}`)
+    if (!(await role.ready(120_000))) {
+      throw new Error(`the ${role.role} role did not get ready within 120 s; see ${role.logFile}`)
+    }
   }
-  say(`roles ready: ${Object.values(roles).map((r) => `${r.role} pid ${r.current?.pid}`).join(", ")}; API on 127.0.0.1:${httpPort}`)
+  say(
+    `roles ready: ${
+      Object.values(roles).map((r) => `${r.role} pid ${r.current?.pid}`).join(", ")
+    }; API on 127.0.0.1:${httpPort}`
+  )
   const sampler = setInterval(() => Object.values(roles).forEach((r) => r.sample()), 2_000)
 
   // The load and the faults, together.
   // The load goes on past its plan until the last fault is over and 30 s more, so every fault has traffic after it.
   let faultsOverAt: number | undefined
   const keepGoing = () => faultsOverAt === undefined || Date.now() < faultsOverAt + 30_000
-  const load = (owned.load = new LoadClients(plan, { baseUrl: `http://127.0.0.1:${httpPort}`, rate, giveUpMs: 300_000, keepGoing }, random.fork("load")))
+  const load = (owned.load = new LoadClients(
+    plan,
+    { baseUrl: `http://127.0.0.1:${httpPort}`, rate, giveUpMs: 300_000, keepGoing },
+    random.fork("load")
+  ))
   let loadRunning = true
   const steady = (sinceMs: number, timeoutMs: number) =>
     waitForSteadyFlow({ roles, broker, prefix, dataDir, loadRunning: () => loadRunning }, sinceMs, timeoutMs)
-  const injector = (owned.injector = new FaultInjector({ roles, broker, prefix, dataDir, projectDir, say, steady }, random.fork("targets"), profile.minGapMs))
+  const injector = (owned.injector = new FaultInjector(
+    { roles, broker, prefix, dataDir, projectDir, say, steady },
+    random.fork("targets"),
+    profile.minGapMs
+  ))
   const t0 = Date.now()
   const progress = setInterval(() => {
     const answered = load.records.filter((r) => r.outcome !== undefined)
@@ -242,10 +304,21 @@ const main = async (): Promise<number> => {
     } catch (e) {
       db = ` | (databases: ${e instanceof Error ? e.message : e})`
     }
-    say(`requests ${answered.length}/${profile.requests} (202 ${answered.filter((r) => r.status === 202).length}, 409 ${answered.filter((r) => r.status === 409).length})${db}${injector.current ? ` | fault: ${injector.current}` : ""}`)
+    say(
+      `requests ${answered.length}/${profile.requests} (202 ${answered.filter((r) => r.status === 202).length}, 409 ${
+        answered.filter((r) => r.status === 409).length
+      })${db}${injector.current ? ` | fault: ${injector.current}` : ""}`
+    )
   }, 20_000)
-  await Promise.all([load.run().finally(() => (loadRunning = false)), injector.run(faults, t0).finally(() => (faultsOverAt = Date.now()))])
-  say(`load and faults done: ${load.records.length} requests (${profile.requests} planned) in ${(((load.finishedAt ?? Date.now()) - t0) / 1000).toFixed(0)} s, ${injector.records.length} faults`)
+  await Promise.all([
+    load.run().finally(() => (loadRunning = false)),
+    injector.run(faults, t0).finally(() => (faultsOverAt = Date.now()))
+  ])
+  say(
+    `load and faults done: ${load.records.length} requests (${profile.requests} planned) in ${
+      (((load.finishedAt ?? Date.now()) - t0) / 1000).toFixed(0)
+    } s, ${injector.records.length} faults`
+  )
 
   // Quiet: the outbox drained, every accepted event at both receivers, every queue empty (retry queues too).
   const quietStart = Date.now()
@@ -257,7 +330,14 @@ const main = async (): Promise<number> => {
     queuesQuiet = await broker.queues(broker.nodes[0]!.name, prefix).catch(() => undefined)
     const inQueues = queuesQuiet?.filter((q) => !q.name.endsWith(".dead")).reduce((n, q) => n + q.ready + q.unacked, 0)
     const busy = p.pending + p.missingAtCatalog + p.missingAtAudit + (inQueues ?? 1)
-    quiet = { reached: false, detail: `after ${((Date.now() - quietStart) / 1000).toFixed(0)} s: outbox pending ${p.pending}, parked ${p.parked}, not at catalog ${p.missingAtCatalog}, not at audit ${p.missingAtAudit}, in queues ${inQueues ?? "unknown"}` }
+    quiet = {
+      reached: false,
+      detail: `after ${
+        ((Date.now() - quietStart) / 1000).toFixed(0)
+      } s: outbox pending ${p.pending}, parked ${p.parked}, not at catalog ${p.missingAtCatalog}, not at audit ${p.missingAtAudit}, in queues ${
+        inQueues ?? "unknown"
+      }`
+    }
     calm = busy === 0 ? calm + 1 : 0
     if (calm >= 2) {
       quiet = { reached: true, detail: `quiet ${((Date.now() - quietStart) / 1000).toFixed(0)} s after the load ended` }
@@ -278,8 +358,9 @@ const main = async (): Promise<number> => {
   for (const role of Object.values(roles)) {
     const stop = await role.stop()
     if (stop === undefined) unclean.push(`${role.role}: not running at the end`)
-    else if (stop.hung) unclean.push(`${role.role}: still running ${(stop.ms / 1000).toFixed(0)} s after SIGTERM, killed`)
-    else if (stop.code !== 0) unclean.push(`${role.role}: exited ${stop.code ?? stop.signal} on SIGTERM`)
+    else if (stop.hung) {
+      unclean.push(`${role.role}: still running ${(stop.ms / 1000).toFixed(0)} s after SIGTERM, killed`)
+    } else if (stop.code !== 0) unclean.push(`${role.role}: exited ${stop.code ?? stop.signal} on SIGTERM`)
   }
   const queuesFinal = await broker.queues(broker.nodes[0]!.name, prefix).catch(() => undefined)
   const deadLetters: Array<DeadLetterInfo> = []
@@ -287,13 +368,23 @@ const main = async (): Promise<number> => {
   for (const handler of ["catalog", "audit"] as const) {
     const dead = queuesFinal?.find((q) => q.name === `${prefix}.${handler}.dead`)
     if (dead === undefined || dead.ready + dead.unacked === 0) continue
-    const listed = await runKit(["dead", "list", "--handler", handler, "--json", "--limit", "100000"], env, join(logDir, "dead-list.log"))
+    const listed = await runKit(
+      ["dead", "list", "--handler", handler, "--json", "--limit", "100000"],
+      env,
+      join(logDir, "dead-list.log")
+    )
     try {
-      for (const d of JSON.parse(listed.stdout) as Array<{ message_id: string; reason: string; error_tag: string; error: string }>) {
+      for (
+        const d of JSON.parse(listed.stdout) as Array<
+          { message_id: string; reason: string; error_tag: string; error: string }
+        >
+      ) {
         deadLetters.push({ handler, messageId: d.message_id, reason: d.reason, errorTag: d.error_tag, error: d.error })
       }
     } catch {
-      deadLettersError = `dead list --handler ${handler} exited ${listed.code}: ${listed.stderr.trim().split("\n").at(-1) ?? ""}`
+      deadLettersError = `dead list --handler ${handler} exited ${listed.code}: ${
+        listed.stderr.trim().split("\n").at(-1) ?? ""
+      }`
     }
   }
   const brokerRssEnd = await broker.pid(broker.nodes[0]!.name).then(rssOf, () => undefined)
@@ -319,7 +410,9 @@ const main = async (): Promise<number> => {
   const passed = checks.every((c) => c.ok)
   const report = [
     "",
-    `Dostavka chaos report: ${profile.name} run, seed ${options.seed} (${replayCommand(options)}), ${((Date.now() - startedAt) / 60_000).toFixed(1)} min`,
+    `Dostavka chaos report: ${profile.name} run, seed ${options.seed} (${replayCommand(options)}), ${
+      ((Date.now() - startedAt) / 60_000).toFixed(1)
+    } min`,
     ...(limitation === undefined ? [] : [`KIT LIMITATION: ${limitation}`]),
     "",
     requestsSection(load, profile.requests),
@@ -338,7 +431,9 @@ const main = async (): Promise<number> => {
       ? `PASSED, DEGRADED (exit 3): every invariant holds (seed ${options.seed}), but the roles could only be given one node's URL`
       : passed
       ? `PASSED: every invariant holds (seed ${options.seed})`
-      : `FAILED: ${checks.filter((c) => !c.ok).map((c) => c.name).join("; ")} (seed ${options.seed}; data and logs kept in ${runDir})`
+      : `FAILED: ${
+        checks.filter((c) => !c.ok).map((c) => c.name).join("; ")
+      } (seed ${options.seed}; data and logs kept in ${runDir})`
   ].join("\n")
   console.log(report)
   writeFileSync(join(runDir, "report.txt"), `${report}\n`)

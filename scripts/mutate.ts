@@ -154,7 +154,14 @@ const mutations: ReadonlyArray<Mutation> = [
 ]
 
 const root = join(import.meta.dirname, "..")
-const unitTests = ["test/domain", "test/app", "test/adapters", "test/property", "test/architecture.test.ts", "test/config.test.ts"]
+const unitTests = [
+  "test/domain",
+  "test/app",
+  "test/adapters",
+  "test/property",
+  "test/architecture.test.ts",
+  "test/config.test.ts"
+]
 
 const run = (cwd: string) =>
   new Promise<number>((resolve) => {
@@ -169,7 +176,9 @@ const run = (cwd: string) =>
 const check = async (mutation: Mutation): Promise<"killed" | "survived" | "stale"> => {
   const copy = mkdtempSync(join(tmpdir(), "dostavka-mutant-"))
   try {
-    for (const entry of ["src", "test", "package.json", "tsconfig.json", "vitest.config.ts"]) cpSync(join(root, entry), join(copy, entry), { recursive: true })
+    for (const entry of ["src", "test", "package.json", "tsconfig.json", "vitest.config.ts"]) {
+      cpSync(join(root, entry), join(copy, entry), { recursive: true })
+    }
     symlinkSync(join(root, "node_modules"), join(copy, "node_modules"))
     const file = join(copy, mutation.file)
     const text = readFileSync(file, "utf8")
@@ -193,5 +202,9 @@ await Promise.all([0, 1].map(async () => {
   }
 }))
 const bad = results.filter(([, r]) => r !== "killed")
-console.log(`${results.length - bad.length} of ${results.length} mutations killed by the unit tests${bad.length === 0 ? "" : `; ${bad.length} not: ${bad.map(([m, r]) => `${m.name} (${r})`).join("; ")}`}`)
+console.log(
+  `${results.length - bad.length} of ${results.length} mutations killed by the unit tests${
+    bad.length === 0 ? "" : `; ${bad.length} not: ${bad.map(([m, r]) => `${m.name} (${r})`).join("; ")}`
+  }`
+)
 process.exit(bad.length === 0 ? 0 : 1)

@@ -1,6 +1,19 @@
-import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, LogLevel, Option, Redacted, Schedule } from "effect"
-import type { HandlerName } from "./domain/HandlerName.js"
+import {
+  Config,
+  ConfigError,
+  ConfigProvider,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  LogLevel,
+  Option,
+  Redacted,
+  Schedule
+} from "effect"
 import type { RetryPolicy } from "./app/failures.js"
+import type { HandlerName } from "./domain/HandlerName.js"
 
 /**
  * Every setting of the kit, read from the environment through `Config`. Names, defaults
@@ -68,7 +81,12 @@ export interface SettingsShape {
 
 /** A refusal of `name`'s value that says what is accepted; the value is shown unless `secret`. */
 const refuse = (name: string, value: string, accepted: string, secret = false) =>
-  ConfigError.InvalidData([], `${name}=${secret ? "(hidden)" : JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)} is not accepted: ${accepted}`)
+  ConfigError.InvalidData(
+    [],
+    `${name}=${
+      secret ? "(hidden)" : JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value)
+    } is not accepted: ${accepted}`
+  )
 
 /** An integer setting in `[min, max]`, `fallback` when the variable is not set. */
 const integer = (name: string, fallback: number, min: number, max: number, unit = "") =>
@@ -92,7 +110,8 @@ const oneOf = <const C extends ReadonlyArray<string>>(name: string, fallback: C[
     Config.mapOrFail((text) =>
       (choices as ReadonlyArray<string>).includes(text)
         ? Either.right(text as C[number])
-        : Either.left(refuse(name, text, `use ${choices.slice(0, -1).join(", ")} or ${choices.at(-1)}`)))
+        : Either.left(refuse(name, text, `use ${choices.slice(0, -1).join(", ")} or ${choices.at(-1)}`))
+    )
   )
 
 /**
@@ -110,12 +129,23 @@ const brokerUrl = (name: string, fallback: string) =>
         try {
           url = new URL(one)
         } catch {
-          return Either.left(refuse(name, text, `${which} is not a URL; use amqp://user:password@host:5672/vhost (or amqps://), several separated by commas for a cluster`, true))
+          return Either.left(
+            refuse(
+              name,
+              text,
+              `${which} is not a URL; use amqp://user:password@host:5672/vhost (or amqps://), several separated by commas for a cluster`,
+              true
+            )
+          )
         }
         if (url.protocol !== "amqp:" && url.protocol !== "amqps:") {
-          return Either.left(refuse(name, text, `${which} has the scheme ${url.protocol.slice(0, 20)}; use amqp:// or amqps://`, true))
+          return Either.left(
+            refuse(name, text, `${which} has the scheme ${url.protocol.slice(0, 20)}; use amqp:// or amqps://`, true)
+          )
         }
-        if (url.hostname === "") return Either.left(refuse(name, text, `${which} has no host; use amqp://user:password@host:5672/vhost`, true))
+        if (url.hostname === "") {
+          return Either.left(refuse(name, text, `${which} has no host; use amqp://user:password@host:5672/vhost`, true))
+        }
       }
       return Either.right(Redacted.make(text))
     })
@@ -132,7 +162,13 @@ const delays = (name: string) =>
         values.every((n, i) => i === 0 || n > values[i - 1]!)
       return valid
         ? Either.right(values.map(Duration.millis))
-        : Either.left(refuse(name, text, "use 1–10 ascending delays in milliseconds (1–86400000), comma-separated, e.g. 1000,10000,60000"))
+        : Either.left(
+          refuse(
+            name,
+            text,
+            "use 1–10 ascending delays in milliseconds (1–86400000), comma-separated, e.g. 1000,10000,60000"
+          )
+        )
     })
   )
 
@@ -141,7 +177,8 @@ const maxAttempts = (name: string) =>
     Config.mapOrFail((text) =>
       /^\s*\d+\s*$/.test(text) && Number(text) >= 1 && Number(text) <= 100
         ? Either.right(Number(text))
-        : Either.left(refuse(name, text, "use an integer from 1 to 100")))
+        : Either.left(refuse(name, text, "use an integer from 1 to 100"))
+    )
   )
 
 const retryPolicy = (handler: HandlerName, fallback: Config.Config<RetryPolicy>): Config.Config<RetryPolicy> => {
@@ -158,7 +195,9 @@ const retryPolicy = (handler: HandlerName, fallback: Config.Config<RetryPolicy>)
 }
 
 const defaultRetry: Config.Config<RetryPolicy> = Config.all({
-  delays: delays("DOSTAVKA_RETRY_DELAYS_MS").pipe(Config.withDefault([Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)])),
+  delays: delays("DOSTAVKA_RETRY_DELAYS_MS").pipe(
+    Config.withDefault([Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)])
+  ),
   maxAttempts: maxAttempts("DOSTAVKA_MAX_ATTEMPTS").pipe(Config.withDefault(5))
 })
 
@@ -168,14 +207,20 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   httpPort: integer("DOSTAVKA_HTTP_PORT", 8080, 1, 65_535),
   dataDir: Config.string("DOSTAVKA_DATA_DIR").pipe(
     Config.withDefault("./var"),
-    Config.mapOrFail((text) => (text.trim() === "" ? Either.left(refuse("DOSTAVKA_DATA_DIR", text, "use a folder path")) : Either.right(text)))
+    Config.mapOrFail((
+      text
+    ) => (text.trim() === ""
+      ? Either.left(refuse("DOSTAVKA_DATA_DIR", text, "use a folder path"))
+      : Either.right(text))
+    )
   ),
   prefix: Config.string("DOSTAVKA_PREFIX").pipe(
     Config.withDefault("dostavka"),
     Config.mapOrFail((text) =>
       /^[A-Za-z0-9._-]{1,100}$/.test(text)
         ? Either.right(text)
-        : Either.left(refuse("DOSTAVKA_PREFIX", text, "use 1–100 characters of A-Z a-z 0-9 . _ -")))
+        : Either.left(refuse("DOSTAVKA_PREFIX", text, "use 1–100 characters of A-Z a-z 0-9 . _ -"))
+    )
   ),
   queueType: oneOf("DOSTAVKA_QUEUE_TYPE", "classic", ["classic", "quorum"] as const),
   prefetch: integer("DOSTAVKA_PREFETCH", 50, 1, 65_535),
@@ -201,7 +246,8 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
           /^\s*\d+\s*$/.test(t) && Number(t) >= 1 && Number(t) <= 65_535
             ? Either.right(Option.some(Number(t)))
             : Either.left(refuse("DOSTAVKA_HEALTH_PORT", t, "use an integer from 1 to 65535"))
-      }))
+      })
+    )
   ),
   managementUrl: Config.string("DOSTAVKA_MANAGEMENT_URL").pipe(
     Config.option,
@@ -212,16 +258,25 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
           const url = URL.canParse(t) ? new URL(t) : undefined
           return url !== undefined && (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== ""
             ? Either.right(Option.some(Redacted.make(t)))
-            : Either.left(refuse("DOSTAVKA_MANAGEMENT_URL", t, "use http://user:password@host:15672 (or https://)", true))
+            : Either.left(
+              refuse("DOSTAVKA_MANAGEMENT_URL", t, "use http://user:password@host:15672 (or https://)", true)
+            )
         }
-      }))
+      })
+    )
   ),
   topologyCheck: millis("DOSTAVKA_TOPOLOGY_CHECK_MS", 30_000, 1_000, 86_400_000)
 })
 
 /** The log's least severe level: `debug`, `info`, `warning` or `error` (`DOSTAVKA_LOG_LEVEL`, default `info`). */
-export const logLevelConfig: Config.Config<LogLevel.LogLevel> = oneOf("DOSTAVKA_LOG_LEVEL", "info", ["debug", "info", "warning", "error"] as const).pipe(
-  Config.map((level) => ({ debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error })[level])
+export const logLevelConfig: Config.Config<LogLevel.LogLevel> = oneOf(
+  "DOSTAVKA_LOG_LEVEL",
+  "info",
+  ["debug", "info", "warning", "error"] as const
+).pipe(
+  Config.map((level) =>
+    ({ debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error })[level]
+  )
 )
 
 /** The messages of a `ConfigError`, one per refused variable, as the settings above wrote them. */
@@ -237,7 +292,9 @@ export const describeConfigError = (error: ConfigError.ConfigError): string => {
       case "InvalidData":
       case "MissingData":
       case "Unsupported":
-        messages.push(e.path.length === 0 || e.message.includes(e.path.join(".")) ? e.message : `${e.path.join(".")}: ${e.message}`)
+        messages.push(
+          e.path.length === 0 || e.message.includes(e.path.join(".")) ? e.message : `${e.path.join(".")}: ${e.message}`
+        )
         return
       case "SourceUnavailable":
         messages.push(e.message)
@@ -256,7 +313,10 @@ export class Settings extends Context.Tag("dostavka/Settings")<Settings, Setting
   static readonly with = (overrides: Partial<SettingsShape>) =>
     Layer.effect(
       Settings,
-      Effect.map(Effect.orDie(Effect.withConfigProvider(settingsConfig, emptyProvider)), (s) => ({ ...s, ...overrides }))
+      Effect.map(
+        Effect.orDie(Effect.withConfigProvider(settingsConfig, emptyProvider)),
+        (s) => ({ ...s, ...overrides })
+      )
     )
 }
 

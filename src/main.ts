@@ -2,23 +2,23 @@ import { Command, Options, ValidationError } from "@effect/cli"
 import { FetchHttpClient } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, ConfigError, Console, Effect, Exit, Layer, Option } from "effect"
-import { describeConfigError, Settings } from "./config.js"
+import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
+import { RedeliveryAmqp } from "./adapters/amqp/RedeliveryAmqp.js"
 import { LoggingLive } from "./adapters/logging/Logging.js"
 import { TracingLive } from "./adapters/tracing/Tracing.js"
-import { DeadLettersAmqp } from "./adapters/amqp/DeadLettersAmqp.js"
 import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
+import { GapsFound, reconcileCommand, statusCommand } from "./cli/StatusCommands.js"
+import { describeConfigError, Settings } from "./config.js"
 import { describeCause } from "./domain/errors.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
-import { ProcessServices } from "./roles/ProcessServices.js"
 import { ApiRole, statusViewOver } from "./roles/api.js"
 import { ApiReader, ApiStores, HandlerInboxesSqlite } from "./roles/databases.js"
-import { RedeliveryAmqp } from "./adapters/amqp/RedeliveryAmqp.js"
-import { GapsFound, reconcileCommand, statusCommand } from "./cli/StatusCommands.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
 import { HealthRole } from "./roles/health.js"
-import { RelayRole } from "./roles/relay.js"
+import { ProcessServices } from "./roles/ProcessServices.js"
 import { AuditRole, CatalogRole } from "./roles/receivers.js"
+import { RelayRole } from "./roles/relay.js"
 
 // A process without the API serves /healthz, /readyz and /metrics on DOSTAVKA_HEALTH_PORT when set.
 const Roles = {
@@ -60,7 +60,9 @@ const untilAFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const runRole = (name: string) =>
   Effect.gen(function*() {
     if (!(roleNames as ReadonlyArray<string>).includes(name)) {
-      return yield* new UsageError({ detail: `--role ${JSON.stringify(name)} is not a role: use ${roleNames.join(", ")}` })
+      return yield* new UsageError({
+        detail: `--role ${JSON.stringify(name)} is not a role: use ${roleNames.join(", ")}`
+      })
     }
     return yield* untilAFailure(Layer.launch(Roles[name as RoleName]))
   })
@@ -82,10 +84,16 @@ const operatorCommands = [
   deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
   outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment)),
   statusCommand.pipe(Command.provide(statusViewOver(ApiReader)), Command.provide(Environment)),
-  reconcileCommand.pipe(Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)), Command.provide(Environment))
+  reconcileCommand.pipe(
+    Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)),
+    Command.provide(Environment)
+  )
 ] as const
 
-const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands)), { name: "dostavka", version: "0.1.0" })
+const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands)), {
+  name: "dostavka",
+  version: "0.1.0"
+})
 
 /**
  * The exit code of a run: 0 when it ended, or was stopped by a signal; 2 for a bad
@@ -95,7 +103,9 @@ const cli = Command.run(dostavka.pipe(Command.withSubcommands(operatorCommands))
 const exitCodeOf = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
   const error = Cause.squash(exit.cause)
-  return ConfigError.isConfigError(error) || ValidationError.isValidationError(error) || error instanceof UsageError ? 2 : 1
+  return ConfigError.isConfigError(error) || ValidationError.isValidationError(error) || error instanceof UsageError
+    ? 2
+    : 1
 }
 
 /** One line for what ended the run: the CLI already printed its own validation errors. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, ConfigProvider, Duration, Effect, Fiber, Random, Redacted, Ref, TestClock } from "effect"
-import { describeConfigError, logLevelConfig, reconnectPolicy, settingsConfig } from "../src/config.js"
+import { Clock, ConfigProvider, type Duration, Effect, Fiber, Random, Redacted, Ref, TestClock } from "effect"
 import { scrubCredentials } from "../src/adapters/amqp/AmqpConnection.js"
+import { describeConfigError, logLevelConfig, reconnectPolicy, settingsConfig } from "../src/config.js"
 
 /** The gaps in ms between the attempts `policy` allows for an effect that always fails, over `span`. */
 const gapsOver = (policy: typeof reconnectPolicy, span: Duration.DurationInput) =>
@@ -65,27 +65,45 @@ describe("settings", () => {
     }))
 
   it.effect.each([
-    [{ DOSTAVKA_HTTP_PORT: "abc" }, 'DOSTAVKA_HTTP_PORT="abc" is not accepted: use an integer from 1 to 65535'],
-    [{ DOSTAVKA_HTTP_PORT: "0" }, 'DOSTAVKA_HTTP_PORT="0" is not accepted: use an integer from 1 to 65535'],
-    [{ DOSTAVKA_HTTP_PORT: "70000" }, 'DOSTAVKA_HTTP_PORT="70000" is not accepted: use an integer from 1 to 65535'],
-    [{ DOSTAVKA_PREFIX: "no spaces" }, 'DOSTAVKA_PREFIX="no spaces" is not accepted: use 1–100 characters of A-Z a-z 0-9 . _ -'],
-    [{ DOSTAVKA_QUEUE_TYPE: "stream" }, 'DOSTAVKA_QUEUE_TYPE="stream" is not accepted: use classic or quorum'],
-    [{ DOSTAVKA_PREFETCH: "0" }, 'DOSTAVKA_PREFETCH="0" is not accepted: use an integer from 1 to 65535'],
-    [{ DOSTAVKA_CONFIRM_TIMEOUT_MS: "abc" }, 'DOSTAVKA_CONFIRM_TIMEOUT_MS="abc" is not accepted: use an integer from 100 to 600000 (milliseconds)'],
-    [{ DOSTAVKA_AMQP_URL: "http://u:hunter2@h" }, "DOSTAVKA_AMQP_URL=(hidden) is not accepted: it has the scheme http:; use amqp:// or amqps://"],
-    [{ DOSTAVKA_RELAY_LEASE_MS: "500" }, 'DOSTAVKA_RELAY_LEASE_MS="500" is not accepted: use an integer from 1000 to 3600000 (milliseconds)']
-  ] as ReadonlyArray<readonly [Record<string, string>, string]>)("%j is refused in one line that names the variable and what is accepted", ([env, message]) =>
-    Effect.gen(function*() {
-      const error = yield* Effect.flip(load(env))
-      expect(describeConfigError(error)).toContain(message)
-      expect(describeConfigError(error)).not.toContain("hunter2")
-    }))
+    [{ DOSTAVKA_HTTP_PORT: "abc" }, "DOSTAVKA_HTTP_PORT=\"abc\" is not accepted: use an integer from 1 to 65535"],
+    [{ DOSTAVKA_HTTP_PORT: "0" }, "DOSTAVKA_HTTP_PORT=\"0\" is not accepted: use an integer from 1 to 65535"],
+    [{ DOSTAVKA_HTTP_PORT: "70000" }, "DOSTAVKA_HTTP_PORT=\"70000\" is not accepted: use an integer from 1 to 65535"],
+    [
+      { DOSTAVKA_PREFIX: "no spaces" },
+      "DOSTAVKA_PREFIX=\"no spaces\" is not accepted: use 1–100 characters of A-Z a-z 0-9 . _ -"
+    ],
+    [{ DOSTAVKA_QUEUE_TYPE: "stream" }, "DOSTAVKA_QUEUE_TYPE=\"stream\" is not accepted: use classic or quorum"],
+    [{ DOSTAVKA_PREFETCH: "0" }, "DOSTAVKA_PREFETCH=\"0\" is not accepted: use an integer from 1 to 65535"],
+    [
+      { DOSTAVKA_CONFIRM_TIMEOUT_MS: "abc" },
+      "DOSTAVKA_CONFIRM_TIMEOUT_MS=\"abc\" is not accepted: use an integer from 100 to 600000 (milliseconds)"
+    ],
+    [
+      { DOSTAVKA_AMQP_URL: "http://u:hunter2@h" },
+      "DOSTAVKA_AMQP_URL=(hidden) is not accepted: it has the scheme http:; use amqp:// or amqps://"
+    ],
+    [
+      { DOSTAVKA_RELAY_LEASE_MS: "500" },
+      "DOSTAVKA_RELAY_LEASE_MS=\"500\" is not accepted: use an integer from 1000 to 3600000 (milliseconds)"
+    ]
+  ] as ReadonlyArray<readonly [Record<string, string>, string]>)(
+    "%j is refused in one line that names the variable and what is accepted",
+    ([env, message]) =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(load(env))
+        expect(describeConfigError(error)).toContain(message)
+        expect(describeConfigError(error)).not.toContain("hunter2")
+      })
+  )
 
   it.effect("the log level accepts warning, and refuses what it does not know", () =>
     Effect.gen(function*() {
-      const level = (value: string) => Effect.withConfigProvider(logLevelConfig, ConfigProvider.fromMap(new Map([["DOSTAVKA_LOG_LEVEL", value]])))
+      const level = (value: string) =>
+        Effect.withConfigProvider(logLevelConfig, ConfigProvider.fromMap(new Map([["DOSTAVKA_LOG_LEVEL", value]])))
       expect((yield* level("warning")).label).toBe("WARN")
-      expect(describeConfigError(yield* Effect.flip(level("verbose")))).toBe('DOSTAVKA_LOG_LEVEL="verbose" is not accepted: use debug, info, warning or error')
+      expect(describeConfigError(yield* Effect.flip(level("verbose")))).toBe(
+        "DOSTAVKA_LOG_LEVEL=\"verbose\" is not accepted: use debug, info, warning or error"
+      )
     }))
 
   it.effect("a bad value fails naming the variable", () =>
@@ -99,7 +117,9 @@ describe("settings", () => {
   it("log lines never carry the broker password, decoded or as written, of any node of a list", () => {
     const url = Redacted.make("amqp://svc:s3cr%3Ft@broker:5672/prod")
     expect(scrubCredentials("ACCESS_REFUSED for svc with s3cr?t", url)).toBe("ACCESS_REFUSED for svc with ***")
-    expect(scrubCredentials("amqp://svc:s3cr%3Ft@broker:5672/prod failed", url)).toBe("amqp://svc:***@broker:5672/prod failed")
+    expect(scrubCredentials("amqp://svc:s3cr%3Ft@broker:5672/prod failed", url)).toBe(
+      "amqp://svc:***@broker:5672/prod failed"
+    )
     const cluster = Redacted.make("amqp://svc:one@n1:5672, amqp://svc:two@n2:5672")
     expect(scrubCredentials("n1 said one, n2 said two", cluster)).toBe("n1 said ***, n2 said ***")
   })

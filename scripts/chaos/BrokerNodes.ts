@@ -15,10 +15,20 @@ const script = join(import.meta.dirname, "..", "rabbit-node.sh")
 /** Runs `rabbit-node.sh ARGS`; resolves with stdout, rejects with stderr's last lines. */
 export const rabbitNode = (args: ReadonlyArray<string>, timeoutMs = 180_000): Promise<string> =>
   new Promise((resolve, reject) => {
-    execFile("bash", [script, ...args], { encoding: "utf8", timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`rabbit-node.sh ${args.join(" ")}: ${(stderr.trim() || error.message).split("\n").slice(-6).join(" | ")}`))
-      else resolve(stdout)
-    })
+    execFile(
+      "bash",
+      [script, ...args],
+      { encoding: "utf8", timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error) {
+          reject(
+            new Error(
+              `rabbit-node.sh ${args.join(" ")}: ${(stderr.trim() || error.message).split("\n").slice(-6).join(" | ")}`
+            )
+          )
+        } else resolve(stdout)
+      }
+    )
   })
 
 const onPath = (program: string) =>
@@ -53,7 +63,9 @@ export const freePorts = async (count: number): Promise<number> => {
   for (let attempt = 0; attempt < 200; attempt++) {
     const first = 21_000 + Math.floor(Math.random() * 8_000)
     let ok = true
-    for (let i = 0; i < count && ok; i++) ok = !reserved.has(first + i) && (await canListen(first + i)) && (await canListen(first + i + 20_000))
+    for (let i = 0; i < count && ok; i++) {
+      ok = !reserved.has(first + i) && (await canListen(first + i)) && (await canListen(first + i + 20_000))
+    }
     if (ok) return first
   }
   throw new Error(`no ${count} consecutive free ports found`)
@@ -162,7 +174,17 @@ export class BrokerNodes {
 
   /** Every queue whose name starts with `prefix.`, with its depth. */
   async queues(name: string, prefix: string): Promise<Array<QueueDepth>> {
-    const out = await this.ctl(name, "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged", "type", "leader")
+    const out = await this.ctl(
+      name,
+      "list_queues",
+      "-q",
+      "--no-table-headers",
+      "name",
+      "messages_ready",
+      "messages_unacknowledged",
+      "type",
+      "leader"
+    )
     return out.split("\n").filter((l) => l.startsWith(`${prefix}.`)).map((line) => {
       const [qname = "", ready = "0", unacked = "0", type = "", leader = ""] = line.split("\t")
       return { name: qname, ready: Number(ready), unacked: Number(unacked), type: type.trim(), leader: leader.trim() }
@@ -174,9 +196,19 @@ export class BrokerNodes {
    * (the member whose Raft state is `leader`), or else from `list_queues leader`; with
    * the command that told.
    */
-  async quorumLeader(askNode: string, queue: string): Promise<{ readonly node: string; readonly source: string } | undefined> {
+  async quorumLeader(
+    askNode: string,
+    queue: string
+  ): Promise<{ readonly node: string; readonly source: string } | undefined> {
     try {
-      const out = await runAsRabbitmq("rabbitmq-queues", ["-n", `${askNode}@localhost`, "quorum_status", queue, "--formatter", "json"])
+      const out = await runAsRabbitmq("rabbitmq-queues", [
+        "-n",
+        `${askNode}@localhost`,
+        "quorum_status",
+        queue,
+        "--formatter",
+        "json"
+      ])
       const rows = JSON.parse(out.slice(out.indexOf("["))) as Array<Record<string, unknown>>
       const node = rows.find((r) => String(r["Raft State"] ?? "").toLowerCase() === "leader")?.["Node Name"]
       if (typeof node === "string") return { node, source: "rabbitmq-queues quorum_status" }
@@ -192,15 +224,20 @@ export class BrokerNodes {
   async destroy(): Promise<void> {
     if (!this.started) return
     this.started = false
-    if (this.cluster) await rabbitNode(["cluster-stop", this.base], 300_000).catch((e: Error) => console.error(`chaos: ${e.message}`))
-    else await rabbitNode(["stop", this.base], 120_000).catch((e: Error) => console.error(`chaos: ${e.message}`))
+    if (this.cluster) {
+      await rabbitNode(["cluster-stop", this.base], 300_000).catch((e: Error) => console.error(`chaos: ${e.message}`))
+    } else await rabbitNode(["stop", this.base], 120_000).catch((e: Error) => console.error(`chaos: ${e.message}`))
   }
 }
 
 /** Runs a RabbitMQ CLI tool as the rabbitmq user (its home holds the Erlang cookie the private nodes share). */
 const runAsRabbitmq = (tool: string, args: ReadonlyArray<string>): Promise<string> =>
   new Promise((resolve, reject) => {
-    execFile("runuser", ["-u", "rabbitmq", "--", `/usr/lib/rabbitmq/bin/${tool}`, ...args], { encoding: "utf8", timeout: 60_000, cwd: "/" }, (error, stdout, stderr) => {
+    execFile("runuser", ["-u", "rabbitmq", "--", `/usr/lib/rabbitmq/bin/${tool}`, ...args], {
+      encoding: "utf8",
+      timeout: 60_000,
+      cwd: "/"
+    }, (error, stdout, stderr) => {
       if (error) reject(new Error(`${tool} ${args.join(" ")}: ${stderr.trim() || error.message}`))
       else resolve(stdout)
     })

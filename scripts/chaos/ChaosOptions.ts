@@ -57,7 +57,8 @@ const catalogGivesUpSooner = { catalog: { DOSTAVKA_DB_BUSY_TIMEOUT_MS: "1000" } 
 
 export class UsageError extends Error {}
 
-export const usage = `usage: npm run chaos -- [--quick] [--cluster] [--seed N] [--requests N] [--rate R] [--clients C] [--faults KIND,…|none] [--keep]
+export const usage =
+  `usage: npm run chaos -- [--quick] [--cluster] [--seed N] [--requests N] [--rate R] [--clients C] [--faults KIND,…|none] [--keep]
 fault kinds: ${FaultKinds.join(", ")}`
 
 export const parseOptions = (argv: ReadonlyArray<string>): ChaosOptions => {
@@ -71,7 +72,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): ChaosOptions => {
   let faults: Array<FaultKind> | undefined
   const number = (flag: string, value: string | undefined, min: number, max: number) => {
     const n = Number(value)
-    if (value === undefined || !Number.isFinite(n) || n < min || n > max) throw new UsageError(`${flag} needs a number from ${min} to ${max}`)
+    if (value === undefined || !Number.isFinite(n) || n < min || n > max) {
+      throw new UsageError(`${flag} needs a number from ${min} to ${max}`)
+    }
     return n
   }
   for (let i = 0; i < argv.length; i++) {
@@ -102,7 +105,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): ChaosOptions => {
         const value = argv[++i] ?? ""
         faults = value === "none" ? [] : value.split(",").map((k) => k.trim()) as Array<FaultKind>
         const unknown = faults.filter((k) => !(FaultKinds as ReadonlyArray<string>).includes(k))
-        if (value === "" || unknown.length > 0) throw new UsageError(`--faults takes fault kinds or none, not ${unknown.join(",") || "nothing"}`)
+        if (value === "" || unknown.length > 0) {
+          throw new UsageError(`--faults takes fault kinds or none, not ${unknown.join(",") || "nothing"}`)
+        }
         break
       }
       default:
@@ -218,7 +223,9 @@ export const profileOf = (options: ChaosOptions): ChaosProfile => {
   const only = options.faults
   return {
     ...base,
-    faults: only === undefined ? base.faults : Object.fromEntries(only.map((k) => [k, Math.max(1, base.faults[k] ?? 0)])),
+    faults: only === undefined
+      ? base.faults
+      : Object.fromEntries(only.map((k) => [k, Math.max(1, base.faults[k] ?? 0)])),
     requests: options.requests ?? base.requests,
     rate: options.rate ?? base.rate,
     clients: options.clients ?? base.clients

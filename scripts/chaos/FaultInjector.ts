@@ -49,7 +49,11 @@ export class FaultInjector {
   /** The fault in progress, for the progress line. */
   current: FaultKind | undefined
 
-  constructor(private readonly context: FaultContext, private readonly random: SeededRandom, private readonly minGapMs: number) {}
+  constructor(
+    private readonly context: FaultContext,
+    private readonly random: SeededRandom,
+    private readonly minGapMs: number
+  ) {}
 
   abort() {
     this.aborted = true
@@ -64,7 +68,13 @@ export class FaultInjector {
       if (this.aborted) return
       const waitFrom = Date.now()
       const notSteady = await this.context.steady(previousEnd, SteadyTimeoutMs)
-      if (notSteady !== undefined) this.context.say(`the flow is not steady ${((Date.now() - previousEnd) / 1000).toFixed(0)} s after the last fault (${notSteady}); injecting anyway`)
+      if (notSteady !== undefined) {
+        this.context.say(
+          `the flow is not steady ${
+            ((Date.now() - previousEnd) / 1000).toFixed(0)
+          } s after the last fault (${notSteady}); injecting anyway`
+        )
+      }
       if (this.aborted) return
       const record: FaultRecord = {
         kind: fault.kind,
@@ -79,7 +89,9 @@ export class FaultInjector {
       }
       this.records.push(record)
       this.current = fault.kind
-      this.context.say(`fault ${this.records.length}/${plan.length}: ${fault.kind} (hold ${(fault.holdMs / 1000).toFixed(1)} s)`)
+      this.context.say(
+        `fault ${this.records.length}/${plan.length}: ${fault.kind} (hold ${(fault.holdMs / 1000).toFixed(1)} s)`
+      )
       try {
         await this.inject(fault, record)
       } catch (e) {
@@ -89,7 +101,11 @@ export class FaultInjector {
       record.endedAt ||= Date.now()
       this.current = undefined
       previousEnd = record.endedAt
-      this.context.say(`fault ${fault.kind} lifted after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s${record.detail ? `: ${record.detail}` : ""}`)
+      this.context.say(
+        `fault ${fault.kind} lifted after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s${
+          record.detail ? `: ${record.detail}` : ""
+        }`
+      )
     }
   }
 
@@ -114,7 +130,10 @@ export class FaultInjector {
         let closed = 0
         for (const node of broker.nodes) {
           for (const c of await broker.connections(node.name)) {
-            await broker.ctl(node.name, "close_connection", c.pid, "closed by the chaos run").then(() => closed++, () => undefined)
+            await broker.ctl(node.name, "close_connection", c.pid, "closed by the chaos run").then(
+              () => closed++,
+              () => undefined
+            )
           }
         }
         record.endedAt = Date.now()
@@ -136,7 +155,9 @@ export class FaultInjector {
         await sleep(fault.holdMs)
         await broker.start(first)
         record.endedAt = Date.now()
-        record.detail = `stopped in ${((stoppedAt - record.startedAt) / 1000).toFixed(1)} s, down ${((record.endedAt - stoppedAt) / 1000).toFixed(1)} s (start included)`
+        record.detail = `stopped in ${((stoppedAt - record.startedAt) / 1000).toFixed(1)} s, down ${
+          ((record.endedAt - stoppedAt) / 1000).toFixed(1)
+        } s (start included)`
         return
       }
       case "broker-pause": {
@@ -180,7 +201,9 @@ export class FaultInjector {
         if (fault.kind === "node-kill") target = this.random.pick(broker.nodes)
         else {
           const queue = `${this.context.prefix}.catalog`
-          const leader = await broker.quorumLeader(first.name, queue).catch(() => broker.quorumLeader(broker.nodes[1]!.name, queue))
+          const leader = await broker.quorumLeader(first.name, queue).catch(() =>
+            broker.quorumLeader(broker.nodes[1]!.name, queue)
+          )
           const found = leader === undefined ? undefined : broker.nodeNamed(leader.node)
           if (found === undefined) throw new Error(`no leader found for ${queue} (got ${leader?.node})`)
           target = found
@@ -192,7 +215,9 @@ export class FaultInjector {
         await sleep(fault.holdMs)
         await broker.start(target)
         record.endedAt = Date.now()
-        record.detail = `${target.name}@localhost (${why}; beam.smp ${pid}) killed, back after ${((record.endedAt - record.startedAt) / 1000).toFixed(1)} s`
+        record.detail = `${target.name}@localhost (${why}; beam.smp ${pid}) killed, back after ${
+          ((record.endedAt - record.startedAt) / 1000).toFixed(1)
+        } s`
         return
       }
     }

@@ -57,11 +57,17 @@ export const planFaults = (
   holds: HoldRanges,
   window: { readonly fromMs: number; readonly toMs: number }
 ): Array<PlannedFault> => {
-  const kinds = random.shuffle(Object.entries(counts).flatMap(([kind, n]) => Array.from({ length: n ?? 0 }, () => kind as FaultKind)))
+  const kinds = random.shuffle(
+    Object.entries(counts).flatMap(([kind, n]) => Array.from({ length: n ?? 0 }, () => kind as FaultKind))
+  )
   if (kinds.length === 0) return []
   const slot = (window.toMs - window.fromMs) / kinds.length
   return kinds.map((kind, i) => {
     const [min, max] = holds[kind]
-    return { kind, atMs: Math.round(window.fromMs + i * slot + random.between(0, slot * 0.5)), holdMs: Math.round(random.between(min, max)) }
+    return {
+      kind,
+      atMs: Math.round(window.fromMs + i * slot + random.between(0, slot * 0.5)),
+      holdMs: Math.round(random.between(min, max))
+    }
   })
 }

@@ -49,7 +49,13 @@ export interface LoadOptions {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms)))
 
 type Attempt =
-  | { readonly _tag: "answer"; readonly status: number; readonly replayed: boolean; readonly retryAfterS: number | undefined; readonly json: unknown }
+  | {
+    readonly _tag: "answer"
+    readonly status: number
+    readonly replayed: boolean
+    readonly retryAfterS: number | undefined
+    readonly json: unknown
+  }
   | { readonly _tag: "no-answer"; readonly reason: string }
 
 const errorCode = (e: unknown): string => {
@@ -96,7 +102,11 @@ export class LoadClients {
   private readonly sharedMax = new Map<string, number>()
   finishedAt: number | undefined
 
-  constructor(private readonly plan: WorkloadPlan, private readonly options: LoadOptions, private readonly random: SeededRandom) {}
+  constructor(
+    private readonly plan: WorkloadPlan,
+    private readonly options: LoadOptions,
+    private readonly random: SeededRandom
+  ) {}
 
   stop() {
     this.stopped = true
@@ -117,7 +127,7 @@ export class LoadClients {
     let shift = (c * intervalMs) / clients
     let slot = 0
     const intents = [...planned]
-    for (let k = 0; ; k++) {
+    for (let k = 0;; k++) {
       if (k === intents.length) {
         if (!this.options.keepGoing()) return
         intents.push(...more())
@@ -141,13 +151,33 @@ export class LoadClients {
         else own.set(m, Math.max(own.get(m) ?? 0, record.revision))
       } else if (record.outcome === "stale" && record.intent === "contended") {
         const current = record.currentRevision
-        if (current !== undefined) this.sharedMax.set(record.materialId, Math.max(this.sharedMax.get(record.materialId) ?? 0, current))
+        if (current !== undefined) {
+          this.sharedMax.set(record.materialId, Math.max(this.sharedMax.get(record.materialId) ?? 0, current))
+        }
       }
     }
   }
 
-  private prepare(c: number, k: number, intent: Intent, own: Map<string, number>, accepted: ReadonlyArray<RequestRecord>, texts: SeededRandom): RequestRecord {
-    const base = { client: c, attempts: 0, sentAt: Date.now(), outcome: undefined, status: undefined, eventId: undefined, requestId: undefined, answeredAt: undefined, currentRevision: undefined, detail: undefined }
+  private prepare(
+    c: number,
+    k: number,
+    intent: Intent,
+    own: Map<string, number>,
+    accepted: ReadonlyArray<RequestRecord>,
+    texts: SeededRandom
+  ): RequestRecord {
+    const base = {
+      client: c,
+      attempts: 0,
+      sentAt: Date.now(),
+      outcome: undefined,
+      status: undefined,
+      eventId: undefined,
+      requestId: undefined,
+      answeredAt: undefined,
+      currentRevision: undefined,
+      detail: undefined
+    }
     const fresh = (materialId: string, revision: number, expected: Expected, kind: Intent["kind"]): RequestRecord => ({
       ...base,
       key: `chaos-${this.random.seed}-${c}-${k}`,
@@ -171,7 +201,9 @@ export class LoadClients {
         return fresh(intent.material, (own.get(intent.material) ?? 0) + 2, "new", "skip")
       case "stale": {
         const current = own.get(intent.material) ?? 0
-        return current === 0 ? fresh(intent.material, 1, "new", "next") : fresh(intent.material, current, "stale", "stale")
+        return current === 0
+          ? fresh(intent.material, 1, "new", "next")
+          : fresh(intent.material, current, "stale", "stale")
       }
       case "contended":
         return fresh(intent.material, (this.sharedMax.get(intent.material) ?? 0) + 1, "new-or-stale", "contended")
@@ -210,7 +242,9 @@ export class LoadClients {
       this.retries.set(reason, (this.retries.get(reason) ?? 0) + 1)
       if (this.stopped || Date.now() - started > this.options.giveUpMs) {
         record.outcome = "gave-up"
-        record.detail = `no final answer after ${record.attempts} attempts in ${Date.now() - started} ms; last: ${reason}`
+        record.detail = `no final answer after ${record.attempts} attempts in ${
+          Date.now() - started
+        } ms; last: ${reason}`
         record.answeredAt = Date.now()
         return
       }
@@ -225,13 +259,19 @@ export class LoadClients {
     record.status = result.status
     record.answeredAt = now
     const body = (typeof result.json === "object" && result.json !== null ? result.json : {}) as Record<string, unknown>
-    const got: Outcome = result.status === 202 ? (result.replayed ? "replay" : "new") : result.status === 409 ? "stale" : "unexpected"
+    const got: Outcome = result.status === 202
+      ? (result.replayed ? "replay" : "new")
+      : result.status === 409
+      ? "stale"
+      : "unexpected"
     if (result.status === 202) {
       this.accepts.push(now)
       record.eventId = typeof body.event_id === "string" ? body.event_id : undefined
       record.requestId = typeof body.request_id === "string" ? body.request_id : undefined
     }
-    if (result.status === 409 && typeof body.current_revision === "number") record.currentRevision = body.current_revision
+    if (result.status === 409 && typeof body.current_revision === "number") {
+      record.currentRevision = body.current_revision
+    }
     // A request whose first answer was lost comes back as a replay when retried: that is "new" too.
     const fits = got === "unexpected"
       ? false
@@ -246,7 +286,9 @@ export class LoadClients {
       record.outcome = got
     } else {
       record.outcome = "unexpected"
-      record.detail = `expected ${record.expected}${record.expectedIds ? ` with ids ${record.expectedIds.eventId}` : ""}, got HTTP ${result.status}${result.replayed ? " (replayed)" : ""}: ${JSON.stringify(result.json).slice(0, 300)}`
+      record.detail = `expected ${record.expected}${
+        record.expectedIds ? ` with ids ${record.expectedIds.eventId}` : ""
+      }, got HTTP ${result.status}${result.replayed ? " (replayed)" : ""}: ${JSON.stringify(result.json).slice(0, 300)}`
     }
   }
 }

@@ -45,13 +45,21 @@ export const scanLogs = (dir: string, password: string): LogScanResult => {
     for (const [i, text] of lines.entries()) {
       if (stackFrame.test(text)) {
         stackTraceLines++
-        if (examples.filter((e) => e.text.startsWith("stack")).length < 5) examples.push({ file, line: i + 1, text: `stack: ${text.trim().slice(0, 200)}` })
+        if (examples.filter((e) => e.text.startsWith("stack")).length < 5) {
+          examples.push({ file, line: i + 1, text: `stack: ${text.trim().slice(0, 200)}` })
+        }
       }
       if (password !== "" && text.includes(password)) {
         passwordLines++
-        if (examples.filter((e) => e.text.startsWith("password")).length < 5) examples.push({ file, line: i + 1, text: `password: ${text.split(password).join("<PASSWORD>").slice(0, 200)}` })
+        if (examples.filter((e) => e.text.startsWith("password")).length < 5) {
+          examples.push({
+            file,
+            line: i + 1,
+            text: `password: ${text.split(password).join("<PASSWORD>").slice(0, 200)}`
+          })
+        }
       }
-      if (text.includes('message="handler failed; retrying later"')) {
+      if (text.includes("message=\"handler failed; retrying later\"")) {
         const id = /\bmessageId=(\S+)/.exec(text)?.[1]
         if (id !== undefined) retriedHere.add(id)
       }

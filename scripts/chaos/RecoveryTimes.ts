@@ -10,8 +10,8 @@
  *   applied by both receivers: the backlog the fault left included.
  */
 import type { DeliveryFacts } from "./DeliveryFacts.js"
-import type { FaultKind } from "./FaultPlan.js"
 import type { FaultRecord } from "./FaultInjector.js"
+import type { FaultKind } from "./FaultPlan.js"
 
 type Stream = "api" | "relay" | "catalog" | "audit"
 
@@ -55,7 +55,11 @@ export interface Recovery {
   readonly noLoadAfter: boolean
 }
 
-export const recoveryTimes = (faults: ReadonlyArray<FaultRecord>, facts: DeliveryFacts, apiAccepts: ReadonlyArray<number>): Array<Recovery> => {
+export const recoveryTimes = (
+  faults: ReadonlyArray<FaultRecord>,
+  facts: DeliveryFacts,
+  apiAccepts: ReadonlyArray<number>
+): Array<Recovery> => {
   const sorted = (values: Iterable<number>) => [...values].sort((a, b) => a - b)
   const streams: Record<Stream, ReadonlyArray<number>> = {
     api: sorted(apiAccepts),
@@ -81,8 +85,12 @@ export const recoveryTimes = (faults: ReadonlyArray<FaultRecord>, facts: Deliver
       }
     }
     const fresh = byAcceptance.find((a) => a.acceptedAt >= end)
-    const applied = fresh === undefined ? undefined : [facts.catalog.receipts.get(fresh.eventId)?.receivedAt, facts.audit.receipts.get(fresh.eventId)?.receivedAt]
-    const freshMs = applied === undefined || applied.some((t) => t === undefined) ? undefined : Math.max(...(applied as Array<number>)) - end
+    const applied = fresh === undefined
+      ? undefined
+      : [facts.catalog.receipts.get(fresh.eventId)?.receivedAt, facts.audit.receipts.get(fresh.eventId)?.receivedAt]
+    const freshMs = applied === undefined || applied.some((t) => t === undefined)
+      ? undefined
+      : Math.max(...(applied as Array<number>)) - end
     return { fault, resumedMs, slowest, freshMs, noLoadAfter: fresh === undefined }
   })
 }

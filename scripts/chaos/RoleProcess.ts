@@ -28,7 +28,12 @@ export interface Incarnation {
   rssAtReady: number | undefined
   rssLast: number | undefined
   rssPeak: number
-  exit: { readonly code: number | null; readonly signal: string | null; readonly at: number; readonly cause: "killed" | "stopped" | "died" } | undefined
+  exit: {
+    readonly code: number | null
+    readonly signal: string | null
+    readonly at: number
+    readonly cause: "killed" | "stopped" | "died"
+  } | undefined
 }
 
 /** Resident set size of `pid` in kB, from /proc; undefined once it is gone. */
@@ -87,7 +92,10 @@ export class RoleProcess {
     }
     this.incarnations.push(incarnation)
     this.child = child
-    appendFileSync(this.logFile, `# chaos: ${this.role} started, pid ${incarnation.pid}, at ${new Date(startedAt).toISOString()}\n`)
+    appendFileSync(
+      this.logFile,
+      `# chaos: ${this.role} started, pid ${incarnation.pid}, at ${new Date(startedAt).toISOString()}\n`
+    )
     let pending = ""
     const onOutput = (chunk: Buffer) => {
       appendFileSync(this.logFile, chunk)
@@ -102,19 +110,26 @@ export class RoleProcess {
     child.stdout?.on("data", onOutput)
     child.stderr?.on("data", onOutput)
     const readyFallback = setTimeout(() => {
-      if (incarnation.rssAtReady === undefined && incarnation.exit === undefined) incarnation.rssAtReady = rssOf(incarnation.pid)
+      if (incarnation.rssAtReady === undefined && incarnation.exit === undefined) {
+        incarnation.rssAtReady = rssOf(incarnation.pid)
+      }
     }, 10_000)
     this.exited = new Promise((resolve) => {
       child.once("exit", (code, signal) => {
         clearTimeout(readyFallback)
         const cause = this.intent ?? "died"
         incarnation.exit = { code, signal, at: Date.now(), cause }
-        appendFileSync(this.logFile, `# chaos: ${this.role} pid ${incarnation.pid} ended (${cause}), code ${code}, signal ${signal}\n`)
+        appendFileSync(
+          this.logFile,
+          `# chaos: ${this.role} pid ${incarnation.pid} ended (${cause}), code ${code}, signal ${signal}\n`
+        )
         if (this.child === child) this.child = undefined
         resolve()
         if (cause === "died") {
           this.onDeath(this.role, incarnation)
-          if (this.restartOnDeath) setTimeout(() => this.current === undefined && this.restartOnDeath && this.start(), 1_000)
+          if (this.restartOnDeath) {
+            setTimeout(() => this.current === undefined && this.restartOnDeath && this.start(), 1_000)
+          }
         }
       })
     })
@@ -146,7 +161,12 @@ export class RoleProcess {
   }
 
   /** SIGTERM, as a supervisor stops a role; resolves with the exit once it is gone, or SIGKILLs it after `graceMs`. */
-  async stop(graceMs = 20_000): Promise<{ readonly code: number | null; readonly signal: string | null; readonly ms: number; readonly hung: boolean } | undefined> {
+  async stop(
+    graceMs = 20_000
+  ): Promise<
+    | { readonly code: number | null; readonly signal: string | null; readonly ms: number; readonly hung: boolean }
+    | undefined
+  > {
     const child = this.child
     const current = this.current
     if (child === undefined || current === undefined) return undefined

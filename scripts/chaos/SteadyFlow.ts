@@ -22,18 +22,28 @@ export interface SteadyFlowOptions {
 }
 
 /** Resolves with what was still missing when `timeoutMs` ran out, or undefined once the flow is steady. */
-export const waitForSteadyFlow = async (options: SteadyFlowOptions, sinceMs: number, timeoutMs: number): Promise<string | undefined> => {
+export const waitForSteadyFlow = async (
+  options: SteadyFlowOptions,
+  sinceMs: number,
+  timeoutMs: number
+): Promise<string | undefined> => {
   const deadline = Date.now() + timeoutMs
   let missing: Array<string> = []
   for (;;) {
-    missing = Object.values(options.roles).filter((r) => r.current?.readyAt === undefined).map((r) => `${r.role} not ready`)
+    missing = Object.values(options.roles).filter((r) => r.current?.readyAt === undefined).map((r) =>
+      `${r.role} not ready`
+    )
     const live = options.broker.nodes
     let consumed: Array<string> = []
     for (const node of live) {
       consumed = await options.broker.consumedQueues(node.name).catch(() => [])
       if (consumed.length > 0) break
     }
-    for (const handler of ["catalog", "audit"]) if (!consumed.includes(`${options.prefix}.${handler}`)) missing.push(`no consumer on ${options.prefix}.${handler}`)
+    for (const handler of ["catalog", "audit"]) {
+      if (!consumed.includes(`${options.prefix}.${handler}`)) {
+        missing.push(`no consumer on ${options.prefix}.${handler}`)
+      }
+    }
     if (options.loadRunning()) {
       const latest = readLatest(options.dataDir)
       if (latest.published <= sinceMs) missing.push("no publish confirmed since")

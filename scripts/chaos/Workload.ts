@@ -58,14 +58,22 @@ const draw = (r: SeededRandom, c: number, perClient: number, contended: Readonly
 }
 
 /** `requests` intents spread over `clients`, each client owning `perClient` materials. */
-export const planWorkload = (random: SeededRandom, requests: number, clients: number, perClient: number, contended: number): WorkloadPlan => {
+export const planWorkload = (
+  random: SeededRandom,
+  requests: number,
+  clients: number,
+  perClient: number,
+  contended: number
+): WorkloadPlan => {
   const contendedMaterials = Array.from({ length: contended }, (_, i) => `chaos/shared/m${String(i).padStart(2, "0")}`)
   const plans: Array<ClientPlan> = []
   for (let c = 0; c < clients; c++) {
     const r = random.fork(`client-${c}`)
     const count = Math.floor(requests / clients) + (c < requests % clients ? 1 : 0)
     const intents: Array<Intent> = []
-    while (intents.length < count) intents.push(...draw(r, c, perClient, contendedMaterials).slice(0, count - intents.length))
+    while (intents.length < count) {
+      intents.push(...draw(r, c, perClient, contendedMaterials).slice(0, count - intents.length))
+    }
     const extra = random.fork(`client-${c}-more`)
     plans.push({ client: c, intents, more: () => draw(extra, c, perClient, contendedMaterials) })
   }
@@ -74,7 +82,26 @@ export const planWorkload = (random: SeededRandom, requests: number, clients: nu
 
 /** A deterministic text of `length` characters for titles, summaries and bodies. */
 export const textOf = (random: SeededRandom, length: number): string => {
-  const words = ["quorum", "queue", "outbox", "relay", "confirm", "inbox", "revision", "catalog", "audit", "broker", "exchange", "binding", "delivery", "ack", "retry", "dead", "letter", "lease"]
+  const words = [
+    "quorum",
+    "queue",
+    "outbox",
+    "relay",
+    "confirm",
+    "inbox",
+    "revision",
+    "catalog",
+    "audit",
+    "broker",
+    "exchange",
+    "binding",
+    "delivery",
+    "ack",
+    "retry",
+    "dead",
+    "letter",
+    "lease"
+  ]
   let out = ""
   while (out.length < length) out += `${random.pick(words)} `
   return out.slice(0, length).trim() || "text"

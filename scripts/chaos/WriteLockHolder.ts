@@ -27,14 +27,19 @@ export class WriteLockHolder {
   /** Takes `file`'s write lock from a new process and keeps it `holdMs`; resolves once it is held. */
   hold(cwd: string, file: string, holdMs: number): Promise<HeldLock> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ["-e", program, file, String(holdMs)], { cwd, stdio: ["ignore", "pipe", "pipe"] })
+      const child = spawn(process.execPath, ["-e", program, file, String(holdMs)], {
+        cwd,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
       this.child = child
       let stderr = ""
       let locked = false
-      const released = new Promise<number>((done) => child.once("exit", () => {
-        this.child = undefined
-        done(Date.now())
-      }))
+      const released = new Promise<number>((done) =>
+        child.once("exit", () => {
+          this.child = undefined
+          done(Date.now())
+        })
+      )
       child.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
       child.stdout?.on("data", (c: Buffer) => {
         if (!locked && c.toString("utf8").includes("locked")) {
@@ -43,7 +48,13 @@ export class WriteLockHolder {
         }
       })
       child.once("exit", (code) => {
-        if (!locked) reject(new Error(`the lock holder exited with ${code} before taking the lock: ${stderr.trim().split("\n").at(-1) ?? ""}`))
+        if (!locked) {
+          reject(
+            new Error(
+              `the lock holder exited with ${code} before taking the lock: ${stderr.trim().split("\n").at(-1) ?? ""}`
+            )
+          )
+        }
       })
     })
   }

@@ -1,4 +1,4 @@
-import { Cause, Data, Duration } from "effect"
+import { Cause, Data, type Duration } from "effect"
 import type { UndecodableMessage } from "../domain/errors.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { truncate } from "../domain/JsonInput.js"

@@ -1,7 +1,6 @@
-import { createHash, randomUUID } from "node:crypto"
 import { Clock, Effect, Option } from "effect"
+import { createHash, randomUUID } from "node:crypto"
 import { envelopeOf } from "../domain/Envelope.js"
-import { currentTraceparent } from "./tracing.js"
 import { IdempotencyKeyReused, StaleRevision } from "../domain/errors.js"
 import { isNewer, type Revision } from "../domain/Material.js"
 import { MaterialPublishedV1 } from "../domain/MaterialPublished.js"
@@ -11,6 +10,7 @@ import { Outbox } from "../ports/Outbox.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
 import { type PublicationRequest, PublicationRequests } from "../ports/PublicationRequests.js"
 import { Transaction } from "../ports/Transaction.js"
+import { currentTraceparent } from "./tracing.js"
 
 /** The `app_id` of every message the API owner produces. */
 export const ApiAppId = "dostavka-api"

@@ -2,7 +2,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
 import type { MaterialRevision } from "../ports/MaterialStore.js"
 import { MaterialStore } from "../ports/MaterialStore.js"
-import { Outbox } from "../ports/Outbox.js"
+import { type Outbox } from "../ports/Outbox.js"
 import type { PublicationRequest } from "../ports/PublicationRequests.js"
 import { PublicationRequests } from "../ports/PublicationRequests.js"
 import { type PublicationStatus, publicationStatus } from "./publishMaterial.js"
@@ -34,7 +34,10 @@ export const findPublication = (requestId: string) =>
 export class PublicationQueries extends Context.Tag("dostavka/PublicationQueries")<PublicationQueries, {
   readonly findMaterial: (
     materialId: string
-  ) => Effect.Effect<Option.Option<Omit<MaterialRevision, "body"> & { readonly status: PublicationStatus }>, PersistenceError>
+  ) => Effect.Effect<
+    Option.Option<Omit<MaterialRevision, "body"> & { readonly status: PublicationStatus }>,
+    PersistenceError
+  >
   readonly findPublication: (
     requestId: string
   ) => Effect.Effect<Option.Option<PublicationRequest & { readonly status: PublicationStatus }>, PersistenceError>

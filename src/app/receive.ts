@@ -1,6 +1,7 @@
 import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Metric, Option } from "effect"
 import { decodeEvent, isKeepableCorrelationId, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
+import type { HandlerName } from "../domain/HandlerName.js"
 import { type DeliveryFailure, Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
 import {
@@ -11,7 +12,6 @@ import {
   type RetryPolicy,
   routeFailure
 } from "./failures.js"
-import type { HandlerName } from "../domain/HandlerName.js"
 import { Metrics } from "./Metrics.js"
 import { withRemoteParent } from "./tracing.js"
 
@@ -94,7 +94,12 @@ export type Verdict = Data.TaggedEnum<{
   /** Processed (applied, stale or duplicate): ack it. */
   Ack: { readonly disposition: Disposition }
   /** Failed, with attempts left: a copy to the retry queue of `tier`, confirmed, then ack. */
-  Retry: { readonly failure: HandlerFailure; readonly tier: number; readonly delay: Duration.Duration; readonly attempts: number }
+  Retry: {
+    readonly failure: HandlerFailure
+    readonly tier: number
+    readonly delay: Duration.Duration
+    readonly attempts: number
+  }
   /** Can never be processed, or out of attempts: a copy to the handler's dead queue, confirmed, then ack. */
   DeadLetter: {
     readonly reason: "incompatible" | "exhausted" | "untrusted-publisher"
@@ -130,34 +135,53 @@ const onStoreFailure = (policy: RetryPolicy, attemptsBefore: number, error: Pers
  * replays come through the handler's own exchange, which only the kit's users may write
  * to (see `scripts/broker-users.sh`), so they are not checked again.
  */
-const untrusted = (incoming: IncomingMessage, trustedPublisher: Option.Option<string>): IncompatibleMessage | undefined =>
+const untrusted = (
+  incoming: IncomingMessage,
+  trustedPublisher: Option.Option<string>
+): IncompatibleMessage | undefined =>
   Option.isSome(trustedPublisher) && incoming.fromEventsExchange && incoming.userId !== trustedPublisher.value
     ? new IncompatibleMessage({
       errorTag: "UntrustedPublisher",
-      detail: `published by ${incoming.userId === undefined ? "a user who did not set user_id" : `'${incoming.userId.slice(0, 100)}'`}, not by the trusted publisher '${trustedPublisher.value}'`
+      detail: `published by ${
+        incoming.userId === undefined ? "a user who did not set user_id" : `'${incoming.userId.slice(0, 100)}'`
+      }, not by the trusted publisher '${trustedPublisher.value}'`
     })
     : undefined
 
 /** Decodes a delivery into the event it carries, or says why it is incompatible. */
-const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; message: ReceivedMessage }, IncompatibleMessage> => {
+const decode = (
+  incoming: IncomingMessage
+): Either.Either<{ event: KnownEvent; message: ReceivedMessage }, IncompatibleMessage> => {
   if (incoming.messageId === undefined || incoming.messageId === "") {
-    return Either.left(new IncompatibleMessage({ errorTag: "UndecodableMessage.no-message-id", detail: "the message has no message_id property" }))
+    return Either.left(
+      new IncompatibleMessage({
+        errorTag: "UndecodableMessage.no-message-id",
+        detail: "the message has no message_id property"
+      })
+    )
   }
   const decoded = decodeEvent(incoming)
   if (Either.isLeft(decoded)) return Either.left(IncompatibleMessage.of(decoded.left))
   if (incoming.correlationId !== undefined && !isKeepableCorrelationId(incoming.correlationId)) {
-    return Either.left(new IncompatibleMessage({
-      errorTag: "UndecodableMessage.bad-correlation-id",
-      detail: "correlation_id is over 255 characters or was not valid UTF-8"
-    }))
+    return Either.left(
+      new IncompatibleMessage({
+        errorTag: "UndecodableMessage.bad-correlation-id",
+        detail: "correlation_id is over 255 characters or was not valid UTF-8"
+      })
+    )
   }
   if (decoded.right.eventId !== incoming.messageId) {
-    return Either.left(new IncompatibleMessage({
-      errorTag: "UndecodableMessage.id-mismatch",
-      detail: `message_id ${incoming.messageId.slice(0, 100)} is not the event's event_id ${decoded.right.eventId}`
-    }))
+    return Either.left(
+      new IncompatibleMessage({
+        errorTag: "UndecodableMessage.id-mismatch",
+        detail: `message_id ${incoming.messageId.slice(0, 100)} is not the event's event_id ${decoded.right.eventId}`
+      })
+    )
   }
-  return Either.right({ event: decoded.right, message: { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" } })
+  return Either.right({
+    event: decoded.right,
+    message: { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" }
+  })
 }
 
 /**
@@ -179,86 +203,112 @@ const decode = (incoming: IncomingMessage): Either.Either<{ event: KnownEvent; m
  *   inbox (`Inbox.noteFailures`) in the same transaction, for reconciliation.
  * Never fails; an interruption interrupts.
  */
-export const judgeAll = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
-(batch: ReadonlyArray<IncomingMessage>): Effect.Effect<ReadonlyArray<Verdict>, never, R | Transaction | Inbox> =>
-  Effect.gen(function*() {
-    const transaction = yield* Transaction
-    const decoded = batch.map((incoming) => {
-      const refusal = untrusted(incoming, trustedPublisher)
-      return refusal === undefined ? decode(incoming) : Either.left(refusal)
-    })
-    const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
-    const inbox = yield* Inbox
-    const startedAt = yield* Clock.currentTimeMillis
-    // Failures are remembered beside the receipts (`Inbox.noteFailures`), so that
-    // reconciliation does not count a message being retried or dead-lettered as lost.
-    const noteOf = (i: number, verdict: Verdict): Array<DeliveryFailure> => {
-      const messageId = batch[i]!.messageId
-      if (messageId === undefined || messageId === "") return []
-      if (verdict._tag === "Retry") return [{ handler: handler.name, messageId, state: "retrying", attempts: verdict.attempts, atMs: startedAt }]
-      if (verdict._tag === "DeadLetter") return [{ handler: handler.name, messageId, state: "dead", attempts: verdict.attempts, atMs: startedAt }]
-      return []
-    }
-    const refused = decoded.flatMap((d, i) =>
-      Either.isLeft(d) ? noteOf(i, Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts })) : [])
-    const received = receivable.length === 0
-      ? yield* Effect.as(refused.length === 0 ? Effect.void : Effect.ignore(transaction.run(inbox.noteFailures(refused))), Exit.succeed([]))
-      : yield* Effect.exit(transaction.run(
-        Effect.gen(function*() {
-          const verdicts = yield* Effect.forEach(receivable, ([i, { event, message }]) =>
-            Effect.exit(transaction.run(receiveOne(handler, event, message)).pipe(
-              withRemoteParent(`Receiver.apply ${handler.name}`, batch[i]!.traceparent, {
-                "messaging.system": "rabbitmq",
-                "messaging.message.id": message.messageId,
-                "dostavka.handler": handler.name
-              })
-            )).pipe(
-              Effect.flatMap((exit): Effect.Effect<Verdict> => {
-                if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
-                if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
-                const error = Cause.failureOption(exit.cause)
-                return Effect.succeed(
-                  Option.isSome(error)
-                    ? onStoreFailure(policy, batch[i]!.attempts, error.value)
-                    : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
-                )
-              })
-            ))
-          yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
-          return verdicts
-        })
-      ))
-    if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
-    const committedAt = yield* Clock.currentTimeMillis
-    if (receivable.length > 0) yield* Metric.update(Metric.tagged(Metrics.handlerSeconds, "handler", handler.name), (committedAt - startedAt) / 1000)
-    if (Exit.isSuccess(received)) {
-      for (const [k, [, { event }]] of receivable.entries()) {
-        const verdict = received.value[k]
-        if (verdict?._tag === "Ack" && verdict.disposition === "applied") {
-          yield* Metric.update(Metric.tagged(Metrics.commitToAppliedSeconds, "handler", handler.name), Math.max(0, committedAt - event.publishedAt.getTime()) / 1000)
+export const judgeAll =
+  <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
+  (batch: ReadonlyArray<IncomingMessage>): Effect.Effect<ReadonlyArray<Verdict>, never, R | Transaction | Inbox> =>
+    Effect.gen(function*() {
+      const transaction = yield* Transaction
+      const decoded = batch.map((incoming) => {
+        const refusal = untrusted(incoming, trustedPublisher)
+        return refusal === undefined ? decode(incoming) : Either.left(refusal)
+      })
+      const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
+      const inbox = yield* Inbox
+      const startedAt = yield* Clock.currentTimeMillis
+      // Failures are remembered beside the receipts (`Inbox.noteFailures`), so that
+      // reconciliation does not count a message being retried or dead-lettered as lost.
+      const noteOf = (i: number, verdict: Verdict): Array<DeliveryFailure> => {
+        const messageId = batch[i]!.messageId
+        if (messageId === undefined || messageId === "") return []
+        if (verdict._tag === "Retry") {
+          return [{ handler: handler.name, messageId, state: "retrying", attempts: verdict.attempts, atMs: startedAt }]
         }
+        if (verdict._tag === "DeadLetter") {
+          return [{ handler: handler.name, messageId, state: "dead", attempts: verdict.attempts, atMs: startedAt }]
+        }
+        return []
       }
-    }
-    const verdicts: Array<Verdict> = []
-    let next = 0
-    for (const [i, d] of decoded.entries()) {
-      if (Either.isLeft(d)) {
-        const reason = d.left.errorTag === "UntrustedPublisher" ? "untrusted-publisher" : "incompatible"
-        verdicts.push(Verdict.DeadLetter({ reason, failure: d.left, attempts: batch[i]!.attempts }))
-      } else if (Exit.isSuccess(received)) {
-        verdicts.push(received.value[next++]!)
-      } else {
-        const error = Cause.failureOption(received.cause)
-        verdicts.push(
-          Option.isSome(error)
-            ? onStoreFailure(policy, batch[i]!.attempts, error.value)
-            : failed(policy, batch[i]!.attempts, classifyDefect(received.cause))
+      const refused = decoded.flatMap((d, i) =>
+        Either.isLeft(d)
+          ? noteOf(i, Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts }))
+          : []
+      )
+      const received = receivable.length === 0
+        ? yield* Effect.as(
+          refused.length === 0 ? Effect.void : Effect.ignore(transaction.run(inbox.noteFailures(refused))),
+          Exit.succeed([])
+        )
+        : yield* Effect.exit(transaction.run(
+          Effect.gen(function*() {
+            const verdicts = yield* Effect.forEach(
+              receivable,
+              ([i, { event, message }]) =>
+                Effect.exit(
+                  transaction.run(receiveOne(handler, event, message)).pipe(
+                    withRemoteParent(`Receiver.apply ${handler.name}`, batch[i]!.traceparent, {
+                      "messaging.system": "rabbitmq",
+                      "messaging.message.id": message.messageId,
+                      "dostavka.handler": handler.name
+                    })
+                  )
+                ).pipe(
+                  Effect.flatMap((exit): Effect.Effect<Verdict> => {
+                    if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
+                    if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
+                    const error = Cause.failureOption(exit.cause)
+                    return Effect.succeed(
+                      Option.isSome(error)
+                        ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+                        : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
+                    )
+                  })
+                )
+            )
+            yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
+            return verdicts
+          })
+        ))
+      if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
+      const committedAt = yield* Clock.currentTimeMillis
+      if (receivable.length > 0) {
+        yield* Metric.update(
+          Metric.tagged(Metrics.handlerSeconds, "handler", handler.name),
+          (committedAt - startedAt) / 1000
         )
       }
-    }
-    return verdicts
-  }).pipe(Effect.withSpan("Receiver.judgeAll", { attributes: { handler: handler.name, batch: batch.length } }))
+      if (Exit.isSuccess(received)) {
+        for (const [k, [, { event }]] of receivable.entries()) {
+          const verdict = received.value[k]
+          if (verdict?._tag === "Ack" && verdict.disposition === "applied") {
+            yield* Metric.update(
+              Metric.tagged(Metrics.commitToAppliedSeconds, "handler", handler.name),
+              Math.max(0, committedAt - event.publishedAt.getTime()) / 1000
+            )
+          }
+        }
+      }
+      const verdicts: Array<Verdict> = []
+      let next = 0
+      for (const [i, d] of decoded.entries()) {
+        if (Either.isLeft(d)) {
+          const reason = d.left.errorTag === "UntrustedPublisher" ? "untrusted-publisher" : "incompatible"
+          verdicts.push(Verdict.DeadLetter({ reason, failure: d.left, attempts: batch[i]!.attempts }))
+        } else if (Exit.isSuccess(received)) {
+          verdicts.push(received.value[next++]!)
+        } else {
+          const error = Cause.failureOption(received.cause)
+          verdicts.push(
+            Option.isSome(error)
+              ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+              : failed(policy, batch[i]!.attempts, classifyDefect(received.cause))
+          )
+        }
+      }
+      return verdicts
+    }).pipe(Effect.withSpan("Receiver.judgeAll", { attributes: { handler: handler.name, batch: batch.length } }))
 
 /** `judgeAll` for one delivery. */
-export const judge = <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
-(incoming: IncomingMessage) => Effect.map(judgeAll(handler, policy, trustedPublisher)([incoming]), (verdicts) => verdicts[0]!)
+export const judge =
+  <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
+  (incoming: IncomingMessage) =>
+    Effect.map(judgeAll(handler, policy, trustedPublisher)([incoming]), (verdicts) => verdicts[0]!)

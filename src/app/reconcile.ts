@@ -55,7 +55,12 @@ const isLost = (failure: DeliveryFailure | null, retryingSinceMs: number): boole
   failure === null || (failure.state === "retrying" && failure.atMs < retryingSinceMs)
 
 /** How `refs` (one page, in sequence order) stand in `inbox`: those with no receipt, of them the lost ones and the dead ones, and the first open one. */
-const classify = (inbox: InboxShape, handler: HandlerName, refs: ReadonlyArray<PublishedRef>, retryingSinceMs: number) =>
+const classify = (
+  inbox: InboxShape,
+  handler: HandlerName,
+  refs: ReadonlyArray<PublishedRef>,
+  retryingSinceMs: number
+) =>
   Effect.map(inbox.unreceived(handler, refs.map((r) => r.messageId)), (unreceived) => {
     const failures = new Map(unreceived.map((u) => [u.messageId, u.failure] as const))
     const unsettled = refs.filter((r) => failures.has(r.messageId))
@@ -72,7 +77,10 @@ const classify = (inbox: InboxShape, handler: HandlerName, refs: ReadonlyArray<P
  * order (`ReconcilePageSize`), and returns the gaps (see `HandlerGaps`). Reads only.
  * Fails with `PersistenceError` when either database cannot be read.
  */
-export const findGaps = (handler: HandlerName, search: GapSearch): Effect.Effect<HandlerGaps, PersistenceError, Outbox | HandlerInboxes> =>
+export const findGaps = (
+  handler: HandlerName,
+  search: GapSearch
+): Effect.Effect<HandlerGaps, PersistenceError, Outbox | HandlerInboxes> =>
   Effect.scoped(Effect.gen(function*() {
     const outbox = yield* Outbox
     const inbox = yield* Effect.flatMap(HandlerInboxes, (inboxes) => inboxes.of(handler))
@@ -149,18 +157,20 @@ export const makeGapCounter = Effect.map(
         const mark = (yield* Ref.get(marks)).get(handler) ?? { through: 0, dead: [] }
         const found = yield* findGaps(handler, { ...search, afterSequence: mark.through })
         // The dead letters passed before: each may have been applied, or replayed and lost since.
-        const again = mark.dead.length === 0 ? { lost: 0, unsettled: [] } : yield* Effect.scoped(Effect.gen(function*() {
-          const inbox = yield* Effect.flatMap(HandlerInboxes, (inboxes) => inboxes.of(handler))
-          const retryingSinceMs = search.nowMs - search.olderThanMs - search.retryGraceMs
-          let lost = 0
-          const unsettled: Array<PublishedRef> = []
-          for (let i = 0; i < mark.dead.length; i += ReconcilePageSize) {
-            const page = yield* classify(inbox, handler, mark.dead.slice(i, i + ReconcilePageSize), retryingSinceMs)
-            lost += page.lost.length
-            unsettled.push(...page.unsettled)
-          }
-          return { lost, unsettled }
-        }))
+        const again = mark.dead.length === 0 ?
+          { lost: 0, unsettled: [] } :
+          yield* Effect.scoped(Effect.gen(function*() {
+            const inbox = yield* Effect.flatMap(HandlerInboxes, (inboxes) => inboxes.of(handler))
+            const retryingSinceMs = search.nowMs - search.olderThanMs - search.retryGraceMs
+            let lost = 0
+            const unsettled: Array<PublishedRef> = []
+            for (let i = 0; i < mark.dead.length; i += ReconcilePageSize) {
+              const page = yield* classify(inbox, handler, mark.dead.slice(i, i + ReconcilePageSize), retryingSinceMs)
+              lost += page.lost.length
+              unsettled.push(...page.unsettled)
+            }
+            return { lost, unsettled }
+          }))
         const through = Math.max(mark.through, found.firstOpen === null ? found.checkedThrough : found.firstOpen - 1)
         const dead = [...again.unsettled, ...found.dead.filter((d) => d.sequence <= through)]
         yield* Ref.update(marks, (m) => new Map(m).set(handler, { through, dead }))

@@ -1,11 +1,11 @@
 import { Clock, Data, Duration, Effect, Exit, Option, Ref, type Tracer } from "effect"
-import { parseTraceparent, traceparentOf, TracingEnabled } from "./tracing.js"
 import { rejectedRowDelay, relayBackoff, Settings } from "../config.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import { EventBus, type Unknown } from "../ports/EventBus.js"
 import { type LeaseHolder, Outbox, type OutboxMessage, type Rejection } from "../ports/Outbox.js"
-import { Transaction } from "../ports/Transaction.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
+import { Transaction } from "../ports/Transaction.js"
+import { parseTraceparent, traceparentOf, TracingEnabled } from "./tracing.js"
 
 /** What one drain did: how many rows it sent and how each ended. */
 export interface DrainResult {
@@ -20,7 +20,9 @@ export interface DrainResult {
 }
 
 /** Some publishes of a batch had an unknown outcome; their rows stay pending and the relay backs off. */
-export class RelayBatchIncomplete extends Data.TaggedError("RelayBatchIncomplete")<DrainResult & { readonly detail: string }> {}
+export class RelayBatchIncomplete
+  extends Data.TaggedError("RelayBatchIncomplete")<DrainResult & { readonly detail: string }>
+{}
 
 /**
  * When tracing is on, a `Relay.publish` span per row, child of the span that wrote the row
@@ -34,7 +36,11 @@ const publishSpans = (batch: ReadonlyArray<OutboxMessage>) =>
         const parent = parseTraceparent(row.envelope.traceparent)
         return Effect.makeSpan("Relay.publish", {
           kind: "producer",
-          attributes: { "messaging.system": "rabbitmq", "messaging.message.id": row.envelope.messageId, "messaging.destination.name": row.envelope.type },
+          attributes: {
+            "messaging.system": "rabbitmq",
+            "messaging.message.id": row.envelope.messageId,
+            "messaging.destination.name": row.envelope.type
+          },
           ...(Option.isSome(parent) ? { parent: parent.value } : {})
         }).pipe(Effect.map((span): Tracer.Span | undefined => span))
       })
@@ -57,7 +63,9 @@ export const drainOnce = Effect.fnUntraced(function*(options: { readonly window:
   const bus = yield* EventBus
   const transaction = yield* Transaction
   const batch = yield* outbox.pending(options.window, yield* Clock.currentTimeMillis)
-  if (batch.length === 0) return { attempted: 0, confirmed: 0, rejected: 0, parked: 0, unknown: 0 } satisfies DrainResult
+  if (batch.length === 0) {
+    return { attempted: 0, confirmed: 0, rejected: 0, parked: 0, unknown: 0 } satisfies DrainResult
+  }
   const spans = yield* publishSpans(batch)
   const outcomes = yield* bus.publish(batch.map((row, i) => {
     const span = spans[i]
@@ -86,7 +94,12 @@ export const drainOnce = Effect.fnUntraced(function*(options: { readonly window:
     } else unknown ??= outcome
     if (outcome._tag !== "Confirmed") {
       yield* Effect.logDebug("publish not confirmed").pipe(
-        Effect.annotateLogs({ messageId: row.envelope.messageId, outcome: outcome._tag, reason: outcome.reason, detail: outcome.detail })
+        Effect.annotateLogs({
+          messageId: row.envelope.messageId,
+          outcome: outcome._tag,
+          reason: outcome.reason,
+          detail: outcome.detail
+        })
       )
     }
   }
@@ -101,7 +114,12 @@ export const drainOnce = Effect.fnUntraced(function*(options: { readonly window:
   if (result.rejected > 0) {
     const example = rejections[0]!
     yield* Effect.logWarning("broker rejected publishes; rows deferred").pipe(
-      Effect.annotateLogs({ rejected: result.rejected, parked: result.parked, of: result.attempted, example: example.error })
+      Effect.annotateLogs({
+        rejected: result.rejected,
+        parked: result.parked,
+        of: result.attempted,
+        example: example.error
+      })
     )
   }
   if (unknown !== undefined) {
@@ -113,7 +131,8 @@ export const drainOnce = Effect.fnUntraced(function*(options: { readonly window:
 /** The relay lost its lease while it led: another relay took it, or it could not renew it in time. */
 class LeaseLost extends Data.TaggedError("LeaseLost")<{ readonly detail: string }> {}
 
-const isLost = (error: { readonly _tag: string }) => error._tag === "PersistenceError" && (error as PersistenceError).kind === "lost"
+const isLost = (error: { readonly _tag: string }) =>
+  error._tag === "PersistenceError" && (error as PersistenceError).kind === "lost"
 
 /**
  * The relay. It waits for the outbox lease, polling every eighth of the lease
@@ -140,19 +159,24 @@ export const runRelay = (owner: string) =>
     const transaction = yield* Transaction
     const signal = yield* OutboxSignal
     const leaseMs = Duration.toMillis(settings.relayLeaseTtl)
-    const acquire = Effect.flatMap(Clock.currentTimeMillis, (now) => transaction.run(outbox.acquireLease(owner, leaseMs, now)))
+    const acquire = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      transaction.run(outbox.acquireLease(owner, leaseMs, now)))
 
     /** Leads from `held` until the lease is lost (then succeeds) or the database file is (then fails). */
     const lead = (held: LeaseHolder) =>
       Effect.gen(function*() {
         const expiresAt = yield* Ref.make(held.expiresAtMs)
-        yield* Effect.logInfo("relay holds the lease").pipe(Effect.annotateLogs({ until: new Date(held.expiresAtMs).toISOString() }))
+        yield* Effect.logInfo("relay holds the lease").pipe(
+          Effect.annotateLogs({ until: new Date(held.expiresAtMs).toISOString() })
+        )
         const renew = Effect.gen(function*() {
           yield* Effect.sleep(Duration.millis(leaseMs / 4))
           const renewed = yield* Effect.either(acquire)
           const now = yield* Clock.currentTimeMillis
           if (renewed._tag === "Right") {
-            if (renewed.right.owner !== owner) return yield* new LeaseLost({ detail: `taken by ${renewed.right.owner}` })
+            if (renewed.right.owner !== owner) {
+              return yield* new LeaseLost({ detail: `taken by ${renewed.right.owner}` })
+            }
             yield* Ref.set(expiresAt, renewed.right.expiresAtMs)
           } else if (isLost(renewed.left)) {
             return yield* renewed.left
@@ -165,15 +189,21 @@ export const runRelay = (owner: string) =>
         const halfTheLeaseLeft = Effect.gen(function*() {
           for (;;) {
             const left = (yield* Ref.get(expiresAt)) - (yield* Clock.currentTimeMillis)
-            if (left >= leaseMs / 2) return
-            if (left <= 0) return yield* new LeaseLost({ detail: "the lease ran out unrenewed" })
+            if (left >= leaseMs / 2) {
+              return
+            }
+            if (left <= 0) {
+              return yield* new LeaseLost({ detail: "the lease ran out unrenewed" })
+            }
             yield* Effect.sleep(Duration.millis(Math.min(left, leaseMs / 8)))
           }
         })
         const drainStep = Effect.gen(function*() {
           yield* halfTheLeaseLeft
           const result = yield* drainOnce({ window: settings.relayWindow, parkAfter: settings.parkAfter })
-          if (result.attempted < settings.relayWindow) yield* signal.wait(settings.relayPollInterval)
+          if (result.attempted < settings.relayWindow) {
+            yield* signal.wait(settings.relayPollInterval)
+          }
         }).pipe(
           Effect.tapError((error) =>
             error._tag === "RelayBatchIncomplete"
@@ -190,11 +220,18 @@ export const runRelay = (owner: string) =>
               : Effect.void
           ),
           // A database file removed under the relay is not a failure to wait out, nor a lost lease.
-          Effect.retry({ schedule: relayBackoff, while: (error) => error._tag !== "LeaseLost" && !isLost(error) })
+          Effect.retry({
+            schedule: relayBackoff,
+            while: (error) =>
+              error._tag !== "LeaseLost" && !isLost(error)
+          })
         )
         const drain = Effect.forever(drainStep)
         return yield* Effect.raceFirst(renew, drain).pipe(
-          Effect.catchTag("LeaseLost", (lost) => Effect.logWarning("relay lost the lease").pipe(Effect.annotateLogs({ detail: lost.detail })))
+          Effect.catchTag(
+            "LeaseLost",
+            (lost) => Effect.logWarning("relay lost the lease").pipe(Effect.annotateLogs({ detail: lost.detail }))
+          )
         )
       })
 
@@ -205,7 +242,9 @@ export const runRelay = (owner: string) =>
         const holder = yield* Effect.either(acquire)
         if (holder._tag === "Left") {
           if (isLost(holder.left)) return yield* holder.left
-          yield* Effect.logWarning("relay could not read the lease; trying again").pipe(Effect.annotateLogs({ cause: describeCause(holder.left.cause) }))
+          yield* Effect.logWarning("relay could not read the lease; trying again").pipe(
+            Effect.annotateLogs({ cause: describeCause(holder.left.cause) })
+          )
         } else if (holder.right.owner === owner) {
           yield* lead(holder.right)
           waitingFor = undefined
@@ -221,7 +260,12 @@ export const runRelay = (owner: string) =>
     })
 
     yield* Effect.logInfo("relay started").pipe(
-      Effect.annotateLogs({ owner, window: settings.relayWindow, pollMs: Duration.toMillis(settings.relayPollInterval), leaseMs })
+      Effect.annotateLogs({
+        owner,
+        window: settings.relayWindow,
+        pollMs: Duration.toMillis(settings.relayPollInterval),
+        leaseMs
+      })
     )
     return yield* follow.pipe(Effect.ensuring(Effect.ignore(outbox.releaseLease(owner))))
   })

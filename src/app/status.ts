@@ -1,7 +1,7 @@
 import { Clock, Context, Duration, Effect, Layer, Option } from "effect"
 import { Settings } from "../config.js"
 import { describeCause } from "../domain/errors.js"
-import { HandlerNames, type HandlerName } from "../domain/HandlerName.js"
+import { type HandlerName, HandlerNames } from "../domain/HandlerName.js"
 import { BrokerConnections, type ConnectionState } from "../ports/BrokerConnections.js"
 import { BrokerStats, type HandlerQueueFigures, type QueueFigures } from "../ports/BrokerStats.js"
 import { DeadLetters } from "../ports/DeadLetters.js"
@@ -109,7 +109,8 @@ export const makeStatusView = Effect.gen(function*() {
         const retryGraceMs = Math.max(0, ...settings.retry[handler].delays.map(Duration.toMillis))
         const [dead, inbox, gapCount] = yield* Effect.all([
           oldestDeadAgeMs(handler, queues.dead, nowMs),
-          orNull(Effect.scoped(Effect.flatMap(HandlerInboxes, (inboxes) => Effect.flatMap(inboxes.of(handler), (i) => i.counts(handler))))),
+          orNull(Effect.scoped(Effect.flatMap(HandlerInboxes, (inboxes) =>
+            Effect.flatMap(inboxes.of(handler), (i) => i.counts(handler))))),
           orNull(gaps.count(handler, { nowMs, olderThanMs: Duration.toMillis(GapAfter), retryGraceMs }))
         ], { concurrency: "unbounded" })
         const detail = inbox.detail ?? gapCount.detail
@@ -117,7 +118,11 @@ export const makeStatusView = Effect.gen(function*() {
           handler,
           queue: queues.queue,
           retry: queues.retry,
-          dead: { figures: queues.dead, oldestAgeMs: dead.value, ...(dead.detail === undefined ? {} : { detail: dead.detail }) },
+          dead: {
+            figures: queues.dead,
+            oldestAgeMs: dead.value,
+            ...(dead.detail === undefined ? {} : { detail: dead.detail })
+          },
           inbox: inbox.value,
           gaps: gapCount.value,
           ...(detail === undefined ? {} : { detail })
@@ -136,7 +141,9 @@ export const makeStatusView = Effect.gen(function*() {
 })
 
 /** The status view of this process (see `makeStatusView`), for the CLI and `GET /v1/status`. */
-export class StatusView extends Context.Tag("dostavka/StatusView")<StatusView, { readonly report: Effect.Effect<StatusReport> }>() {
+export class StatusView
+  extends Context.Tag("dostavka/StatusView")<StatusView, { readonly report: Effect.Effect<StatusReport> }>()
+{
   /** Needs `Settings`, `Outbox`, `HandlerInboxes`, `BrokerStats` and `DeadLetters`; `BrokerConnections` when the process has one. */
   static readonly layer = Layer.effect(StatusView, makeStatusView)
 }

@@ -2,7 +2,7 @@ import { Command, Options } from "@effect/cli"
 import { Clock, Console, Data, Effect } from "effect"
 import { HandlerNames } from "../domain/HandlerName.js"
 import { type DeadLetter, type DeadLetterMove, DeadLetters, DeadLetterSelection } from "../ports/DeadLetters.js"
-import { table, formatAge } from "./Table.js"
+import { formatAge, table } from "./Table.js"
 
 /** A command line that asks for something the command cannot do; printed as one line, exit 2. */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly detail: string }> {
@@ -11,9 +11,14 @@ export class UsageError extends Data.TaggedError("UsageError")<{ readonly detail
   }
 }
 
-const handler = Options.choice("handler", HandlerNames).pipe(Options.withDescription("the handler whose dead-letter queue to use"))
+const handler = Options.choice("handler", HandlerNames).pipe(
+  Options.withDescription("the handler whose dead-letter queue to use")
+)
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON instead of a table"))
-const ids = Options.text("id").pipe(Options.repeated, Options.withDescription("a dead letter's message id (repeatable)"))
+const ids = Options.text("id").pipe(
+  Options.repeated,
+  Options.withDescription("a dead letter's message id (repeatable)")
+)
 const all = Options.boolean("all").pipe(Options.withDescription("every dead letter of the handler"))
 
 /** `--id …` or `--all`, exactly one of them. */
@@ -56,7 +61,11 @@ const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2)
 
 const list = Command.make(
   "list",
-  { handler, json, limit: Options.integer("limit").pipe(Options.withDefault(100), Options.withDescription("show at most this many")) },
+  {
+    handler,
+    json,
+    limit: Options.integer("limit").pipe(Options.withDefault(100), Options.withDescription("show at most this many"))
+  },
   ({ handler, json, limit }) =>
     Effect.gen(function*() {
       const letters = yield* Effect.flatMap(DeadLetters, (d) => d.list(handler, limit))
@@ -67,38 +76,60 @@ const list = Command.make(
         }))
       }
       const now = yield* Clock.currentTimeMillis
-      yield* Console.log(letters.length === 0 ? `no dead letters for ${handler}` : table(
-        ["MESSAGE ID", "REASON", "ATTEMPTS", "AGE", "ERROR"],
-        letters.map((l) => [l.messageId, l.reason, String(l.attempts), formatAge(l.deadAtMs, now), `${l.errorTag}: ${l.error}`])
-      ))
+      yield* Console.log(
+        letters.length === 0 ? `no dead letters for ${handler}` : table(
+          ["MESSAGE ID", "REASON", "ATTEMPTS", "AGE", "ERROR"],
+          letters.map((
+            l
+          ) => [l.messageId, l.reason, String(l.attempts), formatAge(l.deadAtMs, now), `${l.errorTag}: ${l.error}`])
+        )
+      )
     })
 ).pipe(Command.withDescription("list a handler's dead letters, oldest first, without moving them"))
 
-const show = Command.make("show", { handler, json, id: Options.text("id") }, ({ handler, id, json }) =>
-  Effect.gen(function*() {
-    const letters = yield* Effect.flatMap(DeadLetters, (d) => d.list(handler, Number.MAX_SAFE_INTEGER))
-    const letter = letters.find((l) => l.messageId === id)
-    if (letter === undefined) return yield* new UsageError({ detail: `no dead letter with message id ${id} for ${handler}` })
-    const view = deadLetterJson(letter)
-    if (json) return yield* printJson(view)
-    const { body, bodyEncoding, properties, ...fields } = view
-    for (const [key, value] of Object.entries(fields)) yield* Console.log(`${key.padEnd(22)}${value ?? "-"}`)
-    yield* Console.log(`${"properties".padEnd(22)}${JSON.stringify(properties)}`)
-    yield* Console.log(`${`body (${bodyEncoding})`.padEnd(22)}${body}`)
-  })).pipe(Command.withDescription("everything about one dead letter: its failure, its properties, its body"))
+const show = Command.make(
+  "show",
+  { handler, json, id: Options.text("id") },
+  ({ handler, id, json }) =>
+    Effect.gen(function*() {
+      const letters = yield* Effect.flatMap(DeadLetters, (d) => d.list(handler, Number.MAX_SAFE_INTEGER))
+      const letter = letters.find((l) => l.messageId === id)
+      if (letter === undefined) {
+        return yield* new UsageError({ detail: `no dead letter with message id ${id} for ${handler}` })
+      }
+      const view = deadLetterJson(letter)
+      if (json) return yield* printJson(view)
+      const { body, bodyEncoding, properties, ...fields } = view
+      for (const [key, value] of Object.entries(fields)) yield* Console.log(`${key.padEnd(22)}${value ?? "-"}`)
+      yield* Console.log(`${"properties".padEnd(22)}${JSON.stringify(properties)}`)
+      yield* Console.log(`${`body (${bodyEncoding})`.padEnd(22)}${body}`)
+    })
+).pipe(Command.withDescription("everything about one dead letter: its failure, its properties, its body"))
 
 const printMove = (verb: string, handler: string, move: DeadLetterMove, json: boolean) =>
   json
     ? printJson(move)
     : Effect.gen(function*() {
-      yield* Console.log(`${verb} ${move.moved.length} dead letter(s) of ${handler}${move.moved.length > 0 ? `: ${move.moved.join(", ")}` : ""}`)
-      if (move.failed.length > 0) yield* Console.log(`not confirmed by the broker, left in place: ${move.failed.join(", ")}`)
+      yield* Console.log(
+        `${verb} ${move.moved.length} dead letter(s) of ${handler}${
+          move.moved.length > 0 ? `: ${move.moved.join(", ")}` : ""
+        }`
+      )
+      if (move.failed.length > 0) {
+        yield* Console.log(`not confirmed by the broker, left in place: ${move.failed.join(", ")}`)
+      }
       if (move.notFound.length > 0) yield* Console.log(`not found: ${move.notFound.join(", ")}`)
     })
 
 const replay = Command.make(
   "replay",
-  { handler, json, ids, all, dryRun: Options.boolean("dry-run").pipe(Options.withDescription("show what would move, move nothing")) },
+  {
+    handler,
+    json,
+    ids,
+    all,
+    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("show what would move, move nothing"))
+  },
   ({ all, dryRun, handler, ids, json }) =>
     Effect.gen(function*() {
       const selection = yield* selectionOf(ids, all)
@@ -109,7 +140,13 @@ const replay = Command.make(
 
 const purge = Command.make(
   "purge",
-  { handler, json, ids, all, yes: Options.boolean("yes").pipe(Options.withDescription("confirm that the letters are to be deleted for good")) },
+  {
+    handler,
+    json,
+    ids,
+    all,
+    yes: Options.boolean("yes").pipe(Options.withDescription("confirm that the letters are to be deleted for good"))
+  },
   ({ all, handler, ids, json, yes }) =>
     Effect.gen(function*() {
       const selection = yield* selectionOf(ids, all)

@@ -21,19 +21,35 @@ const list = Command.make(
   "list",
   {
     json,
-    parked: Options.boolean("parked").pipe(Options.withDescription("the rows the relay parked after too many rejections")),
+    parked: Options.boolean("parked").pipe(
+      Options.withDescription("the rows the relay parked after too many rejections")
+    ),
     limit: Options.integer("limit").pipe(Options.withDefault(100))
   },
   ({ json, limit, parked }) =>
     Effect.gen(function*() {
-      if (!parked) return yield* new UsageError({ detail: "outbox list shows parked rows: add --parked (the status command shows the pending ones)" })
+      if (!parked) {
+        return yield* new UsageError({
+          detail: "outbox list shows parked rows: add --parked (the status command shows the pending ones)"
+        })
+      }
       const rows = yield* Effect.flatMap(Outbox, (o) => o.parked(limit))
       if (json) return yield* Console.log(JSON.stringify(rows.map(rowJson), null, 2))
       const now = yield* Clock.currentTimeMillis
-      yield* Console.log(rows.length === 0 ? "no parked rows" : table(
-        ["SEQUENCE", "EVENT ID", "REJECTIONS", "PARKED", "LAST ERROR"],
-        rows.map((r) => [String(r.sequence), r.envelope.messageId, String(r.rejections), formatAge(r.parkedAtMs, now), r.lastError ?? ""])
-      ))
+      yield* Console.log(
+        rows.length === 0 ? "no parked rows" : table(
+          ["SEQUENCE", "EVENT ID", "REJECTIONS", "PARKED", "LAST ERROR"],
+          rows.map((
+            r
+          ) => [
+            String(r.sequence),
+            r.envelope.messageId,
+            String(r.rejections),
+            formatAge(r.parkedAtMs, now),
+            r.lastError ?? ""
+          ])
+        )
+      )
     })
 ).pipe(Command.withDescription("list the outbox rows the relay parked"))
 
@@ -46,9 +62,14 @@ const retry = Command.make(
   },
   ({ all, ids, json }) =>
     Effect.gen(function*() {
-      if (ids.length > 0 === all) return yield* new UsageError({ detail: "give --id EVENT_ID (repeatable) or --all, one of them" })
-      const released = yield* Effect.flatMap(Transaction, (t) => t.run(Effect.flatMap(Outbox, (o) => o.release(all ? "all" : ids))))
-      yield* Console.log(json ? JSON.stringify({ released }) : `released ${released} parked row(s); the relay publishes them again now`)
+      if (ids.length > 0 === all) {
+        return yield* new UsageError({ detail: "give --id EVENT_ID (repeatable) or --all, one of them" })
+      }
+      const released = yield* Effect.flatMap(Transaction, (t) =>
+        t.run(Effect.flatMap(Outbox, (o) => o.release(all ? "all" : ids))))
+      yield* Console.log(
+        json ? JSON.stringify({ released }) : `released ${released} parked row(s); the relay publishes them again now`
+      )
     })
 ).pipe(Command.withDescription("release parked rows after the topology is fixed: the relay publishes them again"))
 

@@ -1,22 +1,26 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Console, Data, Duration, Effect, Option, Schedule } from "effect"
-import { findGaps, redeliverGaps } from "../app/reconcile.js"
-import { GapAfter, type HandlerStatus, StatusView, type StatusReport } from "../app/status.js"
 import { toStatusWire } from "../adapters/http/StatusWire.js"
+import { findGaps, redeliverGaps } from "../app/reconcile.js"
+import { GapAfter, type HandlerStatus, type StatusReport, StatusView } from "../app/status.js"
 import { Settings } from "../config.js"
 import { HandlerNames } from "../domain/HandlerName.js"
 import type { QueueFigures } from "../ports/BrokerStats.js"
-import { formatAge, table } from "./Table.js"
 import { UsageError } from "./DeadLetterCommands.js"
+import { formatAge, table } from "./Table.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON instead of a table"))
 const printJson = (value: unknown) => Console.log(JSON.stringify(value, null, 2))
 
 /** A figure, or `?` when it is not known. */
 const figure = (n: number | null | undefined) => (n === null || n === undefined ? "?" : String(n))
-const depth = (f: QueueFigures) => (f.exists === false ? "missing" : f.ready === null ? "?" : String(f.ready + (f.unacked ?? 0)))
+const depth = (
+  f: QueueFigures
+) => (f.exists === false ? "missing" : f.ready === null ? "?" : String(f.ready + (f.unacked ?? 0)))
 const sourceOf = (report: StatusReport) => {
-  const sources = new Set(report.handlers.flatMap((h) => [h.queue.source, h.dead.figures.source, ...h.retry.map((r) => r.figures.source)]))
+  const sources = new Set(
+    report.handlers.flatMap((h) => [h.queue.source, h.dead.figures.source, ...h.retry.map((r) => r.figures.source)])
+  )
   return sources.has("management") && sources.size === 1
     ? "queue figures: management API, up to 5 s old"
     : sources.has("queue.declare")
@@ -27,12 +31,18 @@ const sourceOf = (report: StatusReport) => {
 const notes = (h: HandlerStatus): Array<string> =>
   [
     h.queue.exists === false ? `${h.handler}: its queue ${h.queue.queue} does not exist` : undefined,
-    ...h.retry.filter((r) => r.figures.exists === false).map((r) => `${h.handler}: retry queue ${r.figures.queue} does not exist`),
-    h.dead.figures.exists === false ? `${h.handler}: dead-letter queue ${h.dead.figures.queue} does not exist` : undefined,
+    ...h.retry.filter((r) => r.figures.exists === false).map((r) =>
+      `${h.handler}: retry queue ${r.figures.queue} does not exist`
+    ),
+    h.dead.figures.exists === false
+      ? `${h.handler}: dead-letter queue ${h.dead.figures.queue} does not exist`
+      : undefined,
     h.queue.source === "unavailable" ? `${h.handler}: queue figures unavailable: ${h.queue.detail ?? ""}` : undefined,
     h.dead.detail === undefined ? undefined : `${h.handler}: oldest dead letter unknown: ${h.dead.detail}`,
     h.detail === undefined ? undefined : `${h.handler}: ${h.detail}`,
-    h.gaps !== null && h.gaps > 0 ? `${h.handler}: ${h.gaps} published event(s) never reached it: npm run main -- reconcile --handler ${h.handler}` : undefined
+    h.gaps !== null && h.gaps > 0
+      ? `${h.handler}: ${h.gaps} published event(s) never reached it: npm run main -- reconcile --handler ${h.handler}`
+      : undefined
   ].filter((n): n is string => n !== undefined)
 
 /** The status view as text: one block for the outbox, a row per handler, a row per connection, then notes. */
@@ -43,11 +53,32 @@ export const statusTable = (report: StatusReport): string => {
     ? `outbox: unknown (${report.outboxDetail ?? "not readable"})`
     : table(
       ["OUTBOX", "PENDING", "OLDEST PENDING", "PARKED", "PUBLISHED", "LAST MINUTE"],
-      [["api.db", String(o.pending), o.oldestPendingAgeMs === null ? "-" : formatAge(now - o.oldestPendingAgeMs, now), String(o.parked), String(o.published), String(o.publishedLastMinute)]]
+      [[
+        "api.db",
+        String(o.pending),
+        o.oldestPendingAgeMs === null ? "-" : formatAge(now - o.oldestPendingAgeMs, now),
+        String(o.parked),
+        String(o.published),
+        String(o.publishedLastMinute)
+      ]]
     )
-  const tiers = report.handlers[0]?.retry.map((r) => Duration.format(Duration.millis(r.delayMs)).replace(/ /g, "")) ?? []
+  const tiers = report.handlers[0]?.retry.map((r) => Duration.format(Duration.millis(r.delayMs)).replace(/ /g, "")) ??
+    []
   const handlers = table(
-    ["HANDLER", "READY", "UNACKED", "CONSUMERS", `RETRY ${tiers.join("/")}`, "DEAD", "OLDEST DEAD", "APPLIED", "STALE", "DUPLICATES", "LAST APPLIED", "GAPS"],
+    [
+      "HANDLER",
+      "READY",
+      "UNACKED",
+      "CONSUMERS",
+      `RETRY ${tiers.join("/")}`,
+      "DEAD",
+      "OLDEST DEAD",
+      "APPLIED",
+      "STALE",
+      "DUPLICATES",
+      "LAST APPLIED",
+      "GAPS"
+    ],
     report.handlers.map((h) => [
       h.handler,
       h.queue.exists === false ? "missing" : figure(h.queue.ready),
@@ -67,7 +98,14 @@ export const statusTable = (report: StatusReport): string => {
     ? "connections: none in this process"
     : table(
       ["CONNECTION", "STATE", "SINCE", "DETAIL"],
-      report.connections.map((c) => [c.name, c.attempt === undefined ? c.state : `${c.state} (attempt ${c.attempt})`, formatAge(c.sinceMs, now), c.detail ?? ""])
+      report.connections.map((
+        c
+      ) => [
+        c.name,
+        c.attempt === undefined ? c.state : `${c.state} (attempt ${c.attempt})`,
+        formatAge(c.sinceMs, now),
+        c.detail ?? ""
+      ])
     )
   const all = report.handlers.flatMap(notes)
   return [
@@ -91,10 +129,16 @@ const status = Command.make(
   ({ json, watch }) =>
     Effect.gen(function*() {
       const view = yield* StatusView
-      const once = Effect.flatMap(view.report, (report) => (json ? printJson(toStatusWire(report)) : Console.log(statusTable(report))))
+      const once = Effect.flatMap(
+        view.report,
+        (report) => (json ? printJson(toStatusWire(report)) : Console.log(statusTable(report)))
+      )
       if (!watch) return yield* once
       // Clear the screen and home the cursor (ANSI), then draw; JSON is printed one report after another.
-      yield* Effect.repeat(Effect.zipRight(json ? Effect.void : Console.log("\u001b[2J\u001b[H"), once), Schedule.spaced("1 second"))
+      yield* Effect.repeat(
+        Effect.zipRight(json ? Effect.void : Console.log("\u001b[2J\u001b[H"), once),
+        Schedule.spaced("1 second")
+      )
     })
 ).pipe(Command.withDescription("the outbox, each handler's queues and inbox side by side, and what needs attention"))
 
@@ -107,22 +151,34 @@ const olderThan = Options.text("older-than").pipe(
 const parseAge = (text: string) => {
   const match = /^(\d+)(ms|s|m|h)$/.exec(text.trim())
   return match === null
-    ? Effect.fail(new UsageError({ detail: `--older-than ${JSON.stringify(text)} is not an age: use e.g. 60s, 5m, 1h or 1500ms` }))
-    : Effect.succeed(Number(match[1]) * { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[match[2] as "ms" | "s" | "m" | "h"])
+    ? Effect.fail(
+      new UsageError({ detail: `--older-than ${JSON.stringify(text)} is not an age: use e.g. 60s, 5m, 1h or 1500ms` })
+    )
+    : Effect.succeed(
+      Number(match[1]) * { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[match[2] as "ms" | "s" | "m" | "h"]
+    )
 }
 
 const reconcile = Command.make(
   "reconcile",
   {
     json,
-    handler: Options.choice("handler", HandlerNames).pipe(Options.withDescription("one handler (default: every handler)"), Options.optional),
+    handler: Options.choice("handler", HandlerNames).pipe(
+      Options.withDescription("one handler (default: every handler)"),
+      Options.optional
+    ),
     olderThan,
-    redeliver: Options.boolean("redeliver").pipe(Options.withDescription("publish the missing events again, to that handler's queue only"))
+    redeliver: Options.boolean("redeliver").pipe(
+      Options.withDescription("publish the missing events again, to that handler's queue only")
+    )
   },
   ({ handler, json, olderThan, redeliver }) =>
     Effect.gen(function*() {
       const settings = yield* Settings
-      const olderThanMs = yield* Option.match(olderThan, { onNone: () => Effect.succeed(Duration.toMillis(GapAfter)), onSome: parseAge })
+      const olderThanMs = yield* Option.match(olderThan, {
+        onNone: () => Effect.succeed(Duration.toMillis(GapAfter)),
+        onSome: parseAge
+      })
       const nowMs = yield* Clock.currentTimeMillis
       const handlers = Option.match(handler, { onNone: () => HandlerNames, onSome: (h) => [h] as const })
       const results = yield* Effect.forEach(handlers, (h) =>
@@ -136,12 +192,23 @@ const reconcile = Command.make(
         yield* printJson(results.map(({ found, redelivered }) => ({
           handler: found.handler,
           checked: found.checked,
-          gaps: found.gaps.map((g) => ({ event_id: g.messageId, sequence: g.sequence, published_at: new Date(g.publishedAtMs).toISOString() })),
-          ...(redelivered === undefined ? {} : { redelivered: redelivered.redelivered, failed: redelivered.failed.map((f) => ({ event_id: f.messageId, detail: f.detail })) })
+          gaps: found.gaps.map((g) => ({
+            event_id: g.messageId,
+            sequence: g.sequence,
+            published_at: new Date(g.publishedAtMs).toISOString()
+          })),
+          ...(redelivered === undefined
+            ? {}
+            : {
+              redelivered: redelivered.redelivered,
+              failed: redelivered.failed.map((f) => ({ event_id: f.messageId, detail: f.detail }))
+            })
         })))
       }
       for (const { found, redelivered } of json ? [] : results) {
-        yield* Console.log(`${found.handler}: ${found.gaps.length} of ${found.checked} published event(s) older than ${olderThanMs} ms never applied`)
+        yield* Console.log(
+          `${found.handler}: ${found.gaps.length} of ${found.checked} published event(s) older than ${olderThanMs} ms never applied`
+        )
         if (found.gaps.length > 0) {
           yield* Console.log(table(
             ["SEQUENCE", "EVENT ID", "PUBLISHED"],
@@ -150,16 +217,22 @@ const reconcile = Command.make(
           if (found.gaps.length > 50) yield* Console.log(`… and ${found.gaps.length - 50} more (--json lists all)`)
         }
         if (redelivered !== undefined) {
-          yield* Console.log(`${found.handler}: redelivered ${redelivered.redelivered.length}, failed ${redelivered.failed.length}`)
+          yield* Console.log(
+            `${found.handler}: redelivered ${redelivered.redelivered.length}, failed ${redelivered.failed.length}`
+          )
           for (const f of redelivered.failed.slice(0, 20)) yield* Console.log(`  ${f.messageId}: ${f.detail}`)
         } else if (found.gaps.length > 0) {
           yield* Console.log(`  add --redeliver to publish them again to ${found.handler}'s queue only`)
         }
       }
-      const unresolved = results.some(({ found, redelivered }) => found.gaps.length > 0 && (redelivered === undefined || redelivered.failed.length > 0))
+      const unresolved = results.some(({ found, redelivered }) =>
+        found.gaps.length > 0 && (redelivered === undefined || redelivered.failed.length > 0)
+      )
       if (unresolved) return yield* new GapsFound({ detail: "some published events never reached a handler" })
     })
-).pipe(Command.withDescription("find the published events a handler never applied (and, with --redeliver, send them again)"))
+).pipe(
+  Command.withDescription("find the published events a handler never applied (and, with --redeliver, send them again)")
+)
 
 /** Reconciliation found gaps and did not repair them all: one line on stderr after the listing, exit 1. */
 export class GapsFound extends Data.TaggedError("GapsFound")<{ readonly detail: string }> {

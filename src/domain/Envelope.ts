@@ -1,7 +1,7 @@
 import { Either, ParseResult } from "effect"
+import { UndecodableMessage } from "./errors.js"
 import { parseJsonBytes, truncate } from "./JsonInput.js"
 import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublishedV1 } from "./MaterialPublished.js"
-import { UndecodableMessage } from "./errors.js"
 
 /**
  * Everything a message carries besides its routing: the AMQP basic properties the kit
@@ -77,16 +77,25 @@ export const MaxDetailLength = 1000
  * and properties; the detail is at most `MaxDetailLength` characters.
  */
 export const decodeEvent = (
-  message: { readonly type: string | undefined; readonly schemaVersion: unknown; readonly contentType: string | undefined; readonly body: Uint8Array }
+  message: {
+    readonly type: string | undefined
+    readonly schemaVersion: unknown
+    readonly contentType: string | undefined
+    readonly body: Uint8Array
+  }
 ): Either.Either<KnownEvent, UndecodableMessage> => {
   if (message.type !== MaterialPublishedV1.type) {
     return Either.left(undecodable("unknown-type", `unknown message type ${quote(message.type)}`))
   }
   if (message.schemaVersion !== MaterialPublishedV1.schemaVersion) {
-    return Either.left(undecodable("unknown-version", `unknown schema version ${quote(message.schemaVersion)} of ${message.type}`))
+    return Either.left(
+      undecodable("unknown-version", `unknown schema version ${quote(message.schemaVersion)} of ${message.type}`)
+    )
   }
   if (mediaType(message.contentType) !== JsonContentType) {
-    return Either.left(undecodable("bad-content-type", `content type ${quote(message.contentType)} is not ${JsonContentType}`))
+    return Either.left(
+      undecodable("bad-content-type", `content type ${quote(message.contentType)} is not ${JsonContentType}`)
+    )
   }
   const json = parseJsonBytes(message.body)
   if (Either.isLeft(json)) return Either.left(undecodable("bad-body", `the body ${json.left.message}`))

@@ -84,7 +84,9 @@ export const scanShape = (
     } else if (c === 0x22) {
       inString = true
     } else if (c === 0x7b || c === 0x5b) { // { [
-      if (++depth > maxDepth) return { reason: "too-deep", message: `nests arrays or objects deeper than ${maxDepth} levels` }
+      if (++depth > maxDepth) {
+        return { reason: "too-deep", message: `nests arrays or objects deeper than ${maxDepth} levels` }
+      }
       members[depth] = 0
     } else if (c === 0x7d || c === 0x5d) { // } ]
       if (depth > 0) depth--

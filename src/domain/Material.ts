@@ -10,7 +10,8 @@ const codePoints = (s: string): number => {
 const utf8 = new TextEncoder()
 
 /** True when `s` has no lone UTF-16 surrogate, i.e. it can be stored and sent as UTF-8. */
-const wellFormed = (s: string): boolean => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)
+const wellFormed = (s: string): boolean =>
+  !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)
 const wellFormedText = Schema.String.pipe(
   Schema.filter(wellFormed, { message: () => "must be valid Unicode (it has a lone surrogate)" })
 )

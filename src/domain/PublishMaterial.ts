@@ -25,7 +25,13 @@ export const IdempotencyKey = Schema.String.pipe(
 export type IdempotencyKey = typeof IdempotencyKey.Type
 
 /** The command's fields as a client spells them, in the order refusals list them, with their JSON types. */
-const fieldTypes = { material_id: "string", revision: "number", title: "string", summary: "string", body: "string" } as const
+const fieldTypes = {
+  material_id: "string",
+  revision: "number",
+  title: "string",
+  summary: "string",
+  body: "string"
+} as const
 export const PublishMaterialFields = Object.keys(fieldTypes) as ReadonlyArray<keyof typeof fieldTypes>
 const isField = (key: string): key is keyof typeof fieldTypes => Object.hasOwn(fieldTypes, key)
 
@@ -37,7 +43,9 @@ const decodeKnownFields = Schema.decodeUnknownEither(PublishMaterial)
  */
 const boundIssues = (listed: ReadonlyArray<FieldIssue>, total: number): ReadonlyArray<FieldIssue> => {
   const shown = listed.slice(0, MaxListedIssues)
-  return total > shown.length ? [...shown, { field: "(body)", message: `and ${total - shown.length} more issues` }] : shown
+  return total > shown.length
+    ? [...shown, { field: "(body)", message: `and ${total - shown.length} more issues` }]
+    : shown
 }
 
 /**
@@ -61,11 +69,17 @@ export const decodePublishMaterial = (input: unknown): Either.Either<PublishMate
   for (const [key, value] of Object.entries(input)) {
     if (!isField(key)) {
       if (unknownFields++ < MaxListedIssues) {
-        issues.push({ field: truncate(key, 100), message: `is not a field of this request (${PublishMaterialFields.join(", ")})` })
+        issues.push({
+          field: truncate(key, 100),
+          message: `is not a field of this request (${PublishMaterialFields.join(", ")})`
+        })
       }
     } else if (typeof value === "object" && value !== null) {
       // Said here, in a few words: the schema's own message would print the whole value.
-      issues.push({ field: key, message: `must be a ${fieldTypes[key]}, not ${Array.isArray(value) ? "an array" : "an object"}` })
+      issues.push({
+        field: key,
+        message: `must be a ${fieldTypes[key]}, not ${Array.isArray(value) ? "an array" : "an object"}`
+      })
       reported.add(key)
     } else {
       known[key] = value

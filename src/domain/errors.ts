@@ -25,7 +25,14 @@ export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused
 
 /** A received message that cannot become a known event; it goes to the dead-letter queue with this reason. */
 export class UndecodableMessage extends Data.TaggedError("UndecodableMessage")<{
-  readonly reason: "no-message-id" | "id-mismatch" | "unknown-type" | "unknown-version" | "bad-content-type" | "bad-body" | "bad-correlation-id"
+  readonly reason:
+    | "no-message-id"
+    | "id-mismatch"
+    | "unknown-type"
+    | "unknown-version"
+    | "bad-content-type"
+    | "bad-body"
+    | "bad-correlation-id"
   readonly detail: string
 }> {}
 

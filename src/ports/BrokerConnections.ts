@@ -23,7 +23,9 @@ export interface BrokerConnectionsShape {
   readonly all: Effect.Effect<ReadonlyMap<string, ConnectionState>>
 }
 
-export class BrokerConnections extends Context.Tag("dostavka/BrokerConnections")<BrokerConnections, BrokerConnectionsShape>() {
+export class BrokerConnections
+  extends Context.Tag("dostavka/BrokerConnections")<BrokerConnections, BrokerConnectionsShape>()
+{
   static readonly layer = Layer.effect(
     BrokerConnections,
     Effect.map(Ref.make<ReadonlyMap<string, ConnectionState>>(new Map()), (states) => ({
@@ -35,7 +37,10 @@ export class BrokerConnections extends Context.Tag("dostavka/BrokerConnections")
 
 /** Reports `state` for `name` when a registry is in context, and does nothing otherwise (a test, an operator command). */
 export const reportConnection = (name: string, state: ConnectionState) =>
-  Effect.flatMap(Effect.serviceOption(BrokerConnections), (registry) => (registry._tag === "Some" ? registry.value.report(name, state) : Effect.void))
+  Effect.flatMap(
+    Effect.serviceOption(BrokerConnections),
+    (registry) => (registry._tag === "Some" ? registry.value.report(name, state) : Effect.void)
+  )
 
 /** A readiness check: the connection named `name` is up, and not blocked by the broker. */
 export const connectionCheck = (name: string): Effect.Effect<void, string, BrokerConnections> =>
@@ -44,9 +49,12 @@ export const connectionCheck = (name: string): Effect.Effect<void, string, Broke
       const state = all.get(name)
       if (state?._tag === "Up") return Effect.void
       if (state === undefined || state._tag === "Idle") return Effect.fail(`${name} is not connected yet`)
-      return Effect.fail(state._tag === "Blocked" ? `${name} is blocked by the broker: ${state.reason}` : `${name} is reconnecting (attempt ${state.attempt}): ${state.error}`)
+      return Effect.fail(
+        state._tag === "Blocked"
+          ? `${name} is blocked by the broker: ${state.reason}`
+          : `${name} is reconnecting (attempt ${state.attempt}): ${state.error}`
+      )
     }))
-
 
 /**
  * Registers `connectionCheck(name)` as the readiness check `broker:<name>` when both a

@@ -62,13 +62,19 @@ export class DeadLettersUnavailable extends Data.TaggedError("DeadLettersUnavail
  * `purge` removes the selected ones for good. All fail with `DeadLettersUnavailable`.
  */
 export interface DeadLettersShape {
-  readonly list: (handler: HandlerName, limit: number) => Effect.Effect<ReadonlyArray<DeadLetter>, DeadLettersUnavailable>
+  readonly list: (
+    handler: HandlerName,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<DeadLetter>, DeadLettersUnavailable>
   readonly replay: (
     handler: HandlerName,
     selection: DeadLetterSelection,
     options: { readonly dryRun: boolean }
   ) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable>
-  readonly purge: (handler: HandlerName, selection: DeadLetterSelection) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable>
+  readonly purge: (
+    handler: HandlerName,
+    selection: DeadLetterSelection
+  ) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable>
 }
 
 export class DeadLetters extends Context.Tag("dostavka/DeadLetters")<DeadLetters, DeadLettersShape>() {}

@@ -84,7 +84,11 @@ export interface OutboxShape {
    * Up to `limit` published rows with `sequence` above `afterSequence` that were published
    * before `publishedBeforeMs`, in sequence order: reconciliation's pages.
    */
-  readonly publishedPage: (afterSequence: number, publishedBeforeMs: number, limit: number) => Effect.Effect<ReadonlyArray<PublishedRef>, PersistenceError>
+  readonly publishedPage: (
+    afterSequence: number,
+    publishedBeforeMs: number,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<PublishedRef>, PersistenceError>
   /** The rows with these message ids, in sequence order; ids with no row are left out. */
   readonly find: (messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<OutboxMessage>, PersistenceError>
   readonly acquireLease: (owner: string, ttlMs: number, nowMs: number) => Effect.Effect<LeaseHolder, PersistenceError>

@@ -1,4 +1,4 @@
-import { Context, Duration, Effect, Layer, Queue } from "effect"
+import { Context, type Duration, Effect, Layer, Queue } from "effect"
 
 /**
  * An in-process doorbell from the API to the relay: after a commit that added outbox

@@ -22,12 +22,16 @@ export class Readiness extends Context.Tag("dostavka/Readiness")<Readiness, Read
   static readonly layer = Layer.effect(
     Readiness,
     Effect.map(Ref.make<ReadonlyArray<readonly [string, Effect.Effect<void, string>]>>([]), (checks) => ({
-      register: (name, check) => Ref.update(checks, (all) => [...all.filter(([n]) => n !== name), [name, check] as const]),
+      register: (name, check) =>
+        Ref.update(checks, (all) => [...all.filter(([n]) => n !== name), [name, check] as const]),
       check: Effect.flatMap(Ref.get(checks), (all) =>
         Effect.forEach(all, ([name, check]) =>
           check.pipe(
             Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "did not answer within 2 s" }),
-            Effect.match({ onSuccess: (): CheckResult => ({ name, ok: true }), onFailure: (detail): CheckResult => ({ name, ok: false, detail }) })
+            Effect.match({
+              onSuccess: (): CheckResult => ({ name, ok: true }),
+              onFailure: (detail): CheckResult => ({ name, ok: false, detail })
+            })
           ), { concurrency: "unbounded" }))
     }))
   )
@@ -35,4 +39,7 @@ export class Readiness extends Context.Tag("dostavka/Readiness")<Readiness, Read
 
 /** Registers a check when a `Readiness` is in context, and does nothing otherwise. */
 export const registerCheck = (name: string, check: Effect.Effect<void, string>) =>
-  Effect.flatMap(Effect.serviceOption(Readiness), (readiness) => (readiness._tag === "Some" ? readiness.value.register(name, check) : Effect.void))
+  Effect.flatMap(
+    Effect.serviceOption(Readiness),
+    (readiness) => (readiness._tag === "Some" ? readiness.value.register(name, check) : Effect.void)
+  )

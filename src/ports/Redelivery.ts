@@ -10,7 +10,10 @@ import type { PublishOutcome } from "./EventBus.js"
  * answers one outcome per envelope, in order; it never fails.
  */
 export interface RedeliveryShape {
-  readonly send: (handler: HandlerName, envelopes: ReadonlyArray<Envelope>) => Effect.Effect<ReadonlyArray<PublishOutcome>>
+  readonly send: (
+    handler: HandlerName,
+    envelopes: ReadonlyArray<Envelope>
+  ) => Effect.Effect<ReadonlyArray<PublishOutcome>>
 }
 
 export class Redelivery extends Context.Tag("dostavka/Redelivery")<Redelivery, RedeliveryShape>() {}

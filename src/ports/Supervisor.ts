@@ -25,7 +25,10 @@ export interface SupervisorShape {
    * Forks `loop` into the caller's scope, its log lines annotated `role=<role>`. If it ever ends other than by interruption (it
    * fails, dies, or returns), the role named `role` has failed, with the cause as reason.
    */
-  readonly supervise: <E, R>(role: string, loop: Effect.Effect<unknown, E, R>) => Effect.Effect<void, never, R | Scope.Scope>
+  readonly supervise: <E, R>(
+    role: string,
+    loop: Effect.Effect<unknown, E, R>
+  ) => Effect.Effect<void, never, R | Scope.Scope>
   /** Reports that `role` must stop, with `reason`; the first report wins. */
   readonly halt: (role: string, reason: string) => Effect.Effect<void>
   /** Waits until a supervised loop ends or `halt` is called. */
@@ -46,7 +49,8 @@ export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, S
     Effect.gen(function*() {
       const failure = yield* Deferred.make<never, RoleFailed>()
       const stopping = yield* Ref.make(false)
-      const halt = (role: string, reason: string) => Effect.asVoid(Deferred.fail(failure, new RoleFailed({ role, reason })))
+      const halt = (role: string, reason: string) =>
+        Effect.asVoid(Deferred.fail(failure, new RoleFailed({ role, reason })))
       const supervise: SupervisorShape["supervise"] = (role, loop) =>
         Effect.asVoid(Effect.forkScoped(
           loop.pipe(
@@ -58,7 +62,13 @@ export class Supervisor extends Context.Tag("dostavka/Supervisor")<Supervisor, S
             })
           )
         ))
-      return { supervise, halt, failed: Deferred.await(failure), beginStop: Ref.set(stopping, true), stopping: Ref.get(stopping) }
+      return {
+        supervise,
+        halt,
+        failed: Deferred.await(failure),
+        beginStop: Ref.set(stopping, true),
+        stopping: Ref.get(stopping)
+      }
     })
   )
 }

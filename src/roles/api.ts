@@ -1,18 +1,22 @@
 import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { Settings } from "../config.js"
-import { PublicationQueries } from "../app/queries.js"
+import { BrokerStatsAmqp } from "../adapters/amqp/BrokerStatsAmqp.js"
+import { DeadLettersAmqp } from "../adapters/amqp/DeadLettersAmqp.js"
 import { loopbackHttpServer, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
 import { PublicationHttpApi } from "../adapters/http/PublicationHttpApi.js"
-import { PublicationOperationsLive, PublicationsLive, PublicationStatusLive } from "../adapters/http/PublicationHttpHandlers.js"
+import {
+  PublicationOperationsLive,
+  PublicationsLive,
+  PublicationStatusLive
+} from "../adapters/http/PublicationHttpHandlers.js"
+import { PublicationQueries } from "../app/queries.js"
+import { StatusView } from "../app/status.js"
+import { Settings } from "../config.js"
 import type { MaterialStore } from "../ports/MaterialStore.js"
 import type { Outbox } from "../ports/Outbox.js"
 import type { PublicationRequests } from "../ports/PublicationRequests.js"
 import type { Transaction } from "../ports/Transaction.js"
 import { ApiQueryStores, ApiStores, HandlerInboxesSqlite } from "./databases.js"
-import { StatusView } from "../app/status.js"
-import { BrokerStatsAmqp } from "../adapters/amqp/BrokerStatsAmqp.js"
-import { DeadLettersAmqp } from "../adapters/amqp/DeadLettersAmqp.js"
 
 type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
 
@@ -46,7 +50,9 @@ export const publicationApi = <E1, R1, E2, R2, E3, R3>(
  * `api.db`'s stores and reading through a read-only connection of its own. Needs
  * `Settings`, `OutboxSignal` and `Supervisor`.
  */
-export const ApiRole = Layer.unwrapEffect(Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores, statusViewOver(ApiQueryStores))))
+export const ApiRole = Layer.unwrapEffect(
+  Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores, statusViewOver(ApiQueryStores)))
+)
 
 /**
  * The status view over `outbox` (read-only), the receivers' inboxes in the data dir, the

@@ -1,11 +1,11 @@
 import { Effect, Metric } from "effect"
-import { Metrics } from "../app/Metrics.js"
+import { brokerAccessOf, openConnection } from "../adapters/amqp/AmqpConnection.js"
 import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
+import { declarePlan, declareTopology, type TopologyPart, topologyPlanOf } from "../adapters/amqp/Topology.js"
 import { checkTopology } from "../adapters/amqp/TopologyDrift.js"
+import { Metrics } from "../app/Metrics.js"
 import { reconnectPolicy, Settings } from "../config.js"
 import { registerCheck } from "../ports/Readiness.js"
-import { brokerAccessOf, openConnection } from "../adapters/amqp/AmqpConnection.js"
-import { declarePlan, declareTopology, topologyPlanOf, type TopologyPart } from "../adapters/amqp/Topology.js"
 
 /**
  * Declares the role's part of the topology once at its start, waiting for the broker by
@@ -28,7 +28,11 @@ export const declareAtStart = (connectionName: string, part: TopologyPart) =>
           ? Effect.logWarning("waiting for the broker").pipe(Effect.annotateLogs({ error: error.message }))
           : Effect.void
       ),
-      Effect.retry({ schedule: reconnectPolicy, while: (error) => error._tag === "BrokerUnavailable" })
+      Effect.retry({
+        schedule: reconnectPolicy,
+        while: (error) =>
+          error._tag === "BrokerUnavailable"
+      })
     )
     yield* registerCheck(check, Effect.void)
   })
@@ -56,9 +60,13 @@ export const keepTopology = (connectionName: string, part: TopologyPart) =>
       yield* declareTopology(connection, own)
       if (found.missing.length === 0) return
       yield* Metric.incrementBy(Metric.tagged(Metrics.topologyRepairs, "role", part), found.missing.length)
-      yield* Effect.logWarning("topology drift: declared again what was missing").pipe(Effect.annotateLogs({ missing: found.missing.join("; ") }))
+      yield* Effect.logWarning("topology drift: declared again what was missing").pipe(
+        Effect.annotateLogs({ missing: found.missing.join("; ") })
+      )
     })).pipe(
-      Effect.catchAll((error) => Effect.logDebug("could not verify the topology").pipe(Effect.annotateLogs({ error: error.message })))
+      Effect.catchAll((error) =>
+        Effect.logDebug("could not verify the topology").pipe(Effect.annotateLogs({ error: error.message }))
+      )
     )
     yield* once.pipe(Effect.delay(settings.topologyCheck), Effect.forever, Effect.forkScoped)
   })

@@ -1,20 +1,29 @@
-import { existsSync } from "node:fs"
 import { Context, Effect, Layer } from "effect"
-import { Settings } from "../config.js"
+import { existsSync } from "node:fs"
 import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
-import { databaseFile, databaseLayer, persistence, readerLayer, type ServiceDatabase, TransactionSqlite } from "../adapters/sqlite/Database.js"
+import {
+  databaseFile,
+  databaseLayer,
+  persistence,
+  readerLayer,
+  type ServiceDatabase,
+  TransactionSqlite
+} from "../adapters/sqlite/Database.js"
 import { InboxSqlite } from "../adapters/sqlite/InboxSqlite.js"
+import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
+import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
+import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
+import { Settings } from "../config.js"
 import { PersistenceError } from "../domain/errors.js"
 import type { HandlerName } from "../domain/HandlerName.js"
 import { HandlerInboxes } from "../ports/HandlerInboxes.js"
 import { Inbox } from "../ports/Inbox.js"
-import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
-import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
-import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
 
 const database = (service: ServiceDatabase) =>
-  Layer.unwrapEffect(Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service, s.storeBusyTimeout)))
+  Layer.unwrapEffect(
+    Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service, s.storeBusyTimeout))
+  )
 
 const transaction = Layer.unwrapEffect(Effect.map(Settings, (s) => TransactionSqlite(s.storeBusyTimeout)))
 
@@ -70,9 +79,15 @@ export const HandlerInboxesSqlite = Layer.effect(
       Effect.gen(function*() {
         const file = databaseFile(Context.get(context, Settings).dataDir, handler)
         if (!existsSync(file)) {
-          return yield* new PersistenceError({ operation: "inbox.open", kind: "unavailable", cause: new Error(`${file} does not exist`) })
+          return yield* new PersistenceError({
+            operation: "inbox.open",
+            kind: "unavailable",
+            cause: new Error(`${file} does not exist`)
+          })
         }
-        const built = yield* Layer.build(InboxSqlite.pipe(Layer.provide(readerLayer(file)))).pipe(persistence("inbox.open"))
+        const built = yield* Layer.build(InboxSqlite.pipe(Layer.provide(readerLayer(file)))).pipe(
+          persistence("inbox.open")
+        )
         return Context.get(built, Inbox)
       })
   }))

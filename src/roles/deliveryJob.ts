@@ -1,9 +1,9 @@
 import { FileSystem, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
 import { Clock, Console, Data, Duration, Effect, Layer, Option, Schema } from "effect"
+import { AuditLog } from "../ports/AuditLog.js"
+import { CatalogStore } from "../ports/CatalogStore.js"
 import { Inbox } from "../ports/Inbox.js"
 import { Outbox } from "../ports/Outbox.js"
-import { CatalogStore } from "../ports/CatalogStore.js"
-import { AuditLog } from "../ports/AuditLog.js"
 import { ApiReader, AuditReader, CatalogReader } from "./databases.js"
 
 /** One line of `data/materials.jsonl`: a publication request and the answer it must get. */
@@ -34,7 +34,12 @@ export interface DeliveryReport {
   readonly unexpected: number
   readonly published: number
   readonly pending: number
-  readonly catalog: { readonly applied: number; readonly stale: number; readonly duplicates: number; readonly entries: number }
+  readonly catalog: {
+    readonly applied: number
+    readonly stale: number
+    readonly duplicates: number
+    readonly entries: number
+  }
   readonly audit: { readonly applied: number; readonly duplicates: number; readonly records: number }
 }
 
@@ -68,7 +73,11 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
         client.execute
       )
       const isReplay = response.headers["idempotent-replayed"] === "true"
-      const outcome = response.status === 202 ? (isReplay ? "replay" : "accepted") : response.status === 409 ? "stale" : `HTTP ${response.status}`
+      const outcome = response.status === 202
+        ? (isReplay ? "replay" : "accepted")
+        : response.status === 409
+        ? "stale"
+        : `HTTP ${response.status}`
       if (response.status === 202) {
         const body = yield* Effect.flatMap(response.json, Schema.decodeUnknown(Accepted))
         eventIds.add(body.event_id)
@@ -95,11 +104,14 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
     // one lookup per event and receiver, not one per event, receiver and poll.
     const awaiting = { catalog: new Set(eventIds), audit: new Set(eventIds) }
     const collect = (handler: "catalog" | "audit") =>
-      Effect.flatMap(Inbox, (inbox) =>
-        Effect.forEach([...awaiting[handler]], (id) =>
-          Effect.map(inbox.find(handler, id), (receipt) => {
-            if (Option.isSome(receipt)) awaiting[handler].delete(id)
-          }), { discard: true }))
+      Effect.flatMap(
+        Inbox,
+        (inbox) =>
+          Effect.forEach([...awaiting[handler]], (id) =>
+            Effect.map(inbox.find(handler, id), (receipt) => {
+              if (Option.isSome(receipt)) awaiting[handler].delete(id)
+            }), { discard: true })
+      )
     const startedAt = yield* Clock.currentTimeMillis
     for (;;) {
       yield* Effect.provide(collect("catalog"), catalogDb)
@@ -114,13 +126,22 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
       yield* Effect.sleep("100 millis")
     }
 
-    const outbox = yield* Effect.provide(Effect.flatMap(Outbox, (o) => Effect.flatMap(Clock.currentTimeMillis, o.stats)), api)
+    const outbox = yield* Effect.provide(
+      Effect.flatMap(Outbox, (o) => Effect.flatMap(Clock.currentTimeMillis, o.stats)),
+      api
+    )
     const catalog = yield* Effect.provide(
-      Effect.all({ counts: Effect.flatMap(Inbox, (i) => i.counts("catalog")), entries: Effect.flatMap(CatalogStore, (c) => c.count) }),
+      Effect.all({
+        counts: Effect.flatMap(Inbox, (i) => i.counts("catalog")),
+        entries: Effect.flatMap(CatalogStore, (c) => c.count)
+      }),
       catalogDb
     )
     const audit = yield* Effect.provide(
-      Effect.all({ counts: Effect.flatMap(Inbox, (i) => i.counts("audit")), records: Effect.flatMap(AuditLog, (a) => a.count) }),
+      Effect.all({
+        counts: Effect.flatMap(Inbox, (i) => i.counts("audit")),
+        records: Effect.flatMap(AuditLog, (a) => a.count)
+      }),
       auditDb
     )
     const report: DeliveryReport = {
@@ -135,13 +156,16 @@ export const runDeliveryJob = (datasetPath: string, deadline: Duration.DurationI
       catalog: { ...catalog.counts, entries: catalog.entries },
       audit: { applied: audit.counts.applied, duplicates: audit.counts.duplicates, records: audit.records }
     }
-    if (unexpected > 0) return yield* new DeliveryJobFailed({ detail: `${unexpected} answers differed from the data set's expectations` })
+    if (unexpected > 0) {
+      return yield* new DeliveryJobFailed({ detail: `${unexpected} answers differed from the data set's expectations` })
+    }
     return report
   }).pipe(Effect.scoped, Effect.withSpan("DeliveryJob.run"))
 
 /** The report as a person reads it: this run's answers, then what the databases hold. */
 export const formatReport = (r: DeliveryReport): string => {
-  const line = (label: string, n: number, note = "") => `  ${label.padEnd(30)}${String(n).padStart(5)}${note ? `   ${note}` : ""}`
+  const line = (label: string, n: number, note = "") =>
+    `  ${label.padEnd(30)}${String(n).padStart(5)}${note ? `   ${note}` : ""}`
   return [
     "Dostavka delivery report",
     line("requests sent", r.requests),
@@ -150,7 +174,11 @@ export const formatReport = (r: DeliveryReport): string => {
     line("rejected, stale revision 409", r.rejectedStale),
     line("rejected, other", r.rejectedOther),
     line("published (confirmed)", r.published, `outbox pending: ${r.pending}`),
-    line("catalog: applied", r.catalog.applied, `stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}, entries ${r.catalog.entries}`),
+    line(
+      "catalog: applied",
+      r.catalog.applied,
+      `stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}, entries ${r.catalog.entries}`
+    ),
     line("audit: applied", r.audit.applied, `duplicates suppressed ${r.audit.duplicates}, records ${r.audit.records}`)
   ].join("\n")
 }

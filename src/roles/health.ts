@@ -1,8 +1,8 @@
 import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
-import { Settings } from "../config.js"
 import { loopbackHttpServer, serveOperationsApi } from "../adapters/http/LoopbackHttpServer.js"
 import { OperationsHttpApi, OperationsLive } from "../adapters/http/OperationsHttpApi.js"
+import { Settings } from "../config.js"
 
 /**
  * `/healthz`, `/readyz` and `/metrics` on 127.0.0.1:`port`, for a process without the

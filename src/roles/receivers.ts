@@ -1,19 +1,19 @@
 import { Effect, Layer } from "effect"
-import { copyRequeueDelay, reconnectPolicy, Settings } from "../config.js"
+import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
+import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
+import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
+import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
+import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
+import { topologyPlanOf } from "../adapters/amqp/Topology.js"
 import { auditHandler, catalogHandler } from "../app/handlers.js"
 import { type Handler, judgeAll } from "../app/receive.js"
-import { runConsumer } from "../adapters/amqp/AmqpConsumer.js"
-import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
-import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
-import { brokerAccessOf } from "../adapters/amqp/AmqpConnection.js"
-import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
-import { topologyPlanOf } from "../adapters/amqp/Topology.js"
-import type { Inbox } from "../ports/Inbox.js"
+import { copyRequeueDelay, reconnectPolicy, Settings } from "../config.js"
 import { registerConnectionCheck } from "../ports/BrokerConnections.js"
+import type { Inbox } from "../ports/Inbox.js"
 import { Supervisor } from "../ports/Supervisor.js"
 import type { Transaction } from "../ports/Transaction.js"
-import { AuditStores, CatalogStores } from "./databases.js"
 import { declareAtStart, keepTopology } from "./broker.js"
+import { AuditStores, CatalogStores } from "./databases.js"
 
 /**
  * A receiver role for `handler`: consumes `<prefix>.<handler>` on its own consuming
@@ -43,7 +43,9 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       const context = yield* Effect.context<R | Transaction | Inbox>()
       const supervisor = yield* Supervisor
       // Added before the loop starts, so it runs after the consumer fiber has been interrupted.
-      yield* Effect.addFinalizer(() => Effect.logInfo("receiver stopped").pipe(Effect.annotateLogs({ role: handler.name })))
+      yield* Effect.addFinalizer(() =>
+        Effect.logInfo("receiver stopped").pipe(Effect.annotateLogs({ role: handler.name }))
+      )
       yield* supervisor.supervise(
         handler.name,
         runConsumer({
@@ -60,7 +62,9 @@ export const receiverRole = <R>(handler: Handler<R>) =>
           maxHandBacks: 3,
           reconnect: reconnectPolicy
         }).pipe(
-          Effect.tapError((error) => Effect.logFatal("consumer stopped").pipe(Effect.annotateLogs({ error: error.message }))),
+          Effect.tapError((error) =>
+            Effect.logFatal("consumer stopped").pipe(Effect.annotateLogs({ error: error.message }))
+          ),
           Effect.annotateLogs({ role: handler.name })
         )
       )

@@ -1,13 +1,13 @@
 import { Effect, Layer } from "effect"
-import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
-import { runRelay } from "../app/relay.js"
+import { hostname } from "node:os"
 import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
 import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
 import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
-import { ApiStores } from "./databases.js"
-import { declareAtStart, keepTopology } from "./broker.js"
+import { runRelay } from "../app/relay.js"
 import { Supervisor } from "../ports/Supervisor.js"
+import { declareAtStart, keepTopology } from "./broker.js"
+import { ApiStores } from "./databases.js"
 
 /**
  * The `relay` role: drains `api.db`'s outbox to the broker with pipelined publisher

@@ -3,7 +3,11 @@ import { Duration, Effect, Redacted } from "effect"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
 import { FakeAmqp } from "../support/FakeAmqp.js"
 
-const cluster = (url: string) => ({ url: Redacted.make(url), connectTimeout: Duration.seconds(5), heartbeat: Duration.seconds(10) })
+const cluster = (url: string) => ({
+  url: Redacted.make(url),
+  connectTimeout: Duration.seconds(5),
+  heartbeat: Duration.seconds(10)
+})
 
 describe("openConnection over a cluster's list of nodes", () => {
   it.effect("tries the nodes in turn, and each reconnect starts after the node the last one reached", () =>
@@ -23,16 +27,31 @@ describe("openConnection over a cluster's list of nodes", () => {
     Effect.gen(function*() {
       const fake = new FakeAmqp()
       fake.failures.push(new Error("connect ECONNREFUSED n1:5672"), new Error("connect ETIMEDOUT n2:5673"))
-      const error = yield* Effect.flip(openConnection(cluster("amqp://u:pw1@n1:5672,amqp://u:pw2@n2:5673"), "t").pipe(Effect.scoped, Effect.provide(fake.layer)))
-      expect(error).toMatchObject({ _tag: "BrokerUnavailable", detail: "n1:5672: connect ECONNREFUSED n1:5672; n2:5673: connect ETIMEDOUT n2:5673" })
+      const error = yield* Effect.flip(
+        openConnection(cluster("amqp://u:pw1@n1:5672,amqp://u:pw2@n2:5673"), "t").pipe(
+          Effect.scoped,
+          Effect.provide(fake.layer)
+        )
+      )
+      expect(error).toMatchObject({
+        _tag: "BrokerUnavailable",
+        detail: "n1:5672: connect ECONNREFUSED n1:5672; n2:5673: connect ETIMEDOUT n2:5673"
+      })
       expect(error.message).not.toMatch(/pw1|pw2/)
     }))
 
   it.effect("a node that refuses the login is reported as BrokerRefused even when another is only down", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      fake.failures.push(new Error("connect ECONNREFUSED n1:5672"), new Error("Handshake terminated by server: 403 (ACCESS-REFUSED) with message \"ACCESS_REFUSED - Login was refused\""))
-      const error = yield* Effect.flip(openConnection(cluster("amqp://u:p@n1,amqp://u:p@n2"), "t").pipe(Effect.scoped, Effect.provide(fake.layer)))
+      fake.failures.push(
+        new Error("connect ECONNREFUSED n1:5672"),
+        new Error(
+          "Handshake terminated by server: 403 (ACCESS-REFUSED) with message \"ACCESS_REFUSED - Login was refused\""
+        )
+      )
+      const error = yield* Effect.flip(
+        openConnection(cluster("amqp://u:p@n1,amqp://u:p@n2"), "t").pipe(Effect.scoped, Effect.provide(fake.layer))
+      )
       expect(error).toMatchObject({ _tag: "BrokerRefused", reason: "authentication" })
       expect(error.detail).toMatch(/^n2:5672: /)
     }))

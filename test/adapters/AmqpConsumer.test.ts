@@ -9,7 +9,11 @@ import { type IncomingMessage, Verdict } from "../../src/app/receive.js"
 import { testRetry, testRetryByHandler } from "../support/broker.js"
 import { FakeAmqp, type FakeChannel } from "../support/FakeAmqp.js"
 
-const access = { url: Redacted.make("amqp://fake"), connectTimeout: Duration.seconds(5), heartbeat: Duration.seconds(10) }
+const access = {
+  url: Redacted.make("amqp://fake"),
+  connectTimeout: Duration.seconds(5),
+  heartbeat: Duration.seconds(10)
+}
 const requeueDelay = Duration.seconds(1)
 const failure = new TransientFailure({ errorTag: "PersistenceError.unavailable", detail: "locked (test)" })
 
@@ -22,7 +26,13 @@ const consumerOver = (
 ) =>
   Effect.gen(function*() {
     const topology = topologyPlanOf({ prefix: "unit", queueType: "classic", retry: testRetryByHandler }, "catalog")
-    const copies = yield* makeAmqpPublisher({ access, connectionName: "unit-copies", role: "catalog", topology, confirmTimeout: Duration.seconds(5) })
+    const copies = yield* makeAmqpPublisher({
+      access,
+      connectionName: "unit-copies",
+      role: "catalog",
+      topology,
+      confirmTimeout: Duration.seconds(5)
+    })
     return yield* Effect.fork(runConsumer({
       access: brokerAccess,
       connectionName: "unit-consumer",
@@ -52,7 +62,8 @@ const consuming = (fake: FakeAmqp): FakeChannel => fake.connections[0]!.last
 /** The channel retry and dead copies go out on. */
 const copiesChannel = (fake: FakeAmqp): FakeChannel | undefined => fake.connections[1]?.last
 
-const ready = (fake: FakeAmqp) => until(() => fake.connections.length >= 1 && fake.connections[0]!.channels.length === 2)
+const ready = (fake: FakeAmqp) =>
+  until(() => fake.connections.length >= 1 && fake.connections[0]!.channels.length === 2)
 
 describe("the consumer, against a scripted broker", () => {
   it.scoped("acks a batch of applied messages with one basic.ack, multiple set, after the verdicts", () =>
@@ -62,7 +73,10 @@ describe("the consumer, against a scripted broker", () => {
       const gate = yield* Deferred.make<void>()
       yield* consumerOver(fake, (batch) => {
         seen.push(batch.length)
-        return Effect.as(seen.length === 1 ? Deferred.await(gate) : Effect.void, batch.map(() => Verdict.Ack({ disposition: "applied" })))
+        return Effect.as(
+          seen.length === 1 ? Deferred.await(gate) : Effect.void,
+          batch.map(() => Verdict.Ack({ disposition: "applied" }))
+        )
       })
       yield* ready(fake)
       // The first delivery is being decided while three more arrive: they are the next batch.
@@ -72,15 +86,28 @@ describe("the consumer, against a scripted broker", () => {
       yield* Deferred.succeed(gate, undefined)
       yield* until(() => consuming(fake).settlements.length === 2)
       expect(seen).toEqual([1, 3])
-      expect(consuming(fake).settlements).toEqual([{ kind: "ack", tag: 1, multiple: true }, { kind: "ack", tag: 4, multiple: true }])
+      expect(consuming(fake).settlements).toEqual([{ kind: "ack", tag: 1, multiple: true }, {
+        kind: "ack",
+        tag: 4,
+        multiple: true
+      }])
     }))
 
   it.scoped("a retry goes to its tier on the handler's own exchange, with the attempt counted, and the original is acked once the copy is confirmed", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.Retry({ failure, tier: 1, delay: testRetry.delays[1]!, attempts: 2 }))))
+      yield* consumerOver(
+        fake,
+        (batch) =>
+          Effect.succeed(batch.map(() => Verdict.Retry({ failure, tier: 1, delay: testRetry.delays[1]!, attempts: 2 })))
+      )
       yield* ready(fake)
-      consuming(fake).deliver(Buffer.from("body bytes"), { messageId: "m1", correlationId: "c1", userId: "relay", headers: { "x-schema-version": 1, [KitHeaders.attempts]: 1 } })
+      consuming(fake).deliver(Buffer.from("body bytes"), {
+        messageId: "m1",
+        correlationId: "c1",
+        userId: "relay",
+        headers: { "x-schema-version": 1, [KitHeaders.attempts]: 1 }
+      })
       yield* until(() => copiesChannel(fake)?.published.length === 1)
       const copy = copiesChannel(fake)!.published[0]!
       expect({ exchange: copy.exchange, routingKey: copy.routingKey, body: copy.content.toString() }).toEqual({
@@ -109,7 +136,17 @@ describe("the consumer, against a scripted broker", () => {
   it.scoped("a copy without a confirm hands the message back (requeue) after the delay; past the hand-backs it is rejected to the dead-letter exchange", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.DeadLetter({ reason: "incompatible", failure: new IncompatibleMessage({ errorTag: "UndecodableMessage.bad-body", detail: "x" }), attempts: 0 }))))
+      yield* consumerOver(
+        fake,
+        (batch) =>
+          Effect.succeed(batch.map(() =>
+            Verdict.DeadLetter({
+              reason: "incompatible",
+              failure: new IncompatibleMessage({ errorTag: "UndecodableMessage.bad-body", detail: "x" }),
+              attempts: 0
+            })
+          ))
+      )
       yield* ready(fake)
       for (let round = 1; round <= 3; round++) {
         consuming(fake).deliver(Buffer.from("{bad"), { messageId: "poison" })
@@ -125,7 +162,11 @@ describe("the consumer, against a scripted broker", () => {
   it.scoped("an unknown outcome hands back with requeue, only after the delay, at most twice, then rejects", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.Retry({ failure, tier: 0, delay: testRetry.delays[0]!, attempts: 1 }))))
+      yield* consumerOver(
+        fake,
+        (batch) =>
+          Effect.succeed(batch.map(() => Verdict.Retry({ failure, tier: 0, delay: testRetry.delays[0]!, attempts: 1 })))
+      )
       yield* ready(fake)
       const settlements = () => consuming(fake).settlements
       for (let round = 1; round <= 3; round++) {
@@ -147,7 +188,8 @@ describe("the consumer, against a scripted broker", () => {
   it.scoped("a Halt verdict settles nothing and ends the consumer with ReceiverHalted", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      const fiber = yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.Halt({ detail: "catalog.db was removed" }))))
+      const fiber = yield* consumerOver(fake, (batch) =>
+        Effect.succeed(batch.map(() => Verdict.Halt({ detail: "catalog.db was removed" }))))
       yield* ready(fake)
       consuming(fake).deliver(Buffer.from("{}"), { messageId: "m" })
       const exit = yield* Fiber.await(fiber)
@@ -159,22 +201,35 @@ describe("the consumer, against a scripted broker", () => {
     Effect.gen(function*() {
       const fake = new FakeAmqp()
       let calls = 0
-      yield* consumerOver(fake, (batch) =>
-        ++calls === 1 ? Effect.die(new Error("a bug outside any handler")) : Effect.succeed(batch.map(() => Verdict.Ack({ disposition: "applied" }))))
+      yield* consumerOver(
+        fake,
+        (batch) =>
+          ++calls === 1
+            ? Effect.die(new Error("a bug outside any handler"))
+            : Effect.succeed(batch.map(() => Verdict.Ack({ disposition: "applied" })))
+      )
       yield* ready(fake)
       consuming(fake).deliver(Buffer.from("{}"), { messageId: "m1" })
       yield* TestClock.adjust(requeueDelay)
       yield* until(() => consuming(fake).settlements.length === 1)
       consuming(fake).deliver(Buffer.from("{}"), { messageId: "m2" })
       yield* until(() => consuming(fake).settlements.length === 2)
-      expect(consuming(fake).settlements).toEqual([{ kind: "nack", tag: 1, multiple: false, requeue: true }, { kind: "ack", tag: 2, multiple: true }])
+      expect(consuming(fake).settlements).toEqual([{ kind: "nack", tag: 1, multiple: false, requeue: true }, {
+        kind: "ack",
+        tag: 2,
+        multiple: true
+      }])
       expect(fake.connections.filter((c) => c.name === "unit-consumer")).toHaveLength(1)
     }))
 
   it.scoped("a refused login is retried after a successful start, and the log line never carries the password", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()
-      fake.failures.push(new Error("Handshake terminated by server: 403 (ACCESS-REFUSED) with message \"ACCESS_REFUSED - Login was refused for user 'svc' with password s3cr3t-pw\""))
+      fake.failures.push(
+        new Error(
+          "Handshake terminated by server: 403 (ACCESS-REFUSED) with message \"ACCESS_REFUSED - Login was refused for user 'svc' with password s3cr3t-pw\""
+        )
+      )
       const lines: Array<string> = []
       const logger = Logger.make(({ annotations, message }) => {
         lines.push(`${String(message)} ${JSON.stringify(Object.fromEntries(annotations))}`)
@@ -195,7 +250,12 @@ describe("the consumer, against a scripted broker", () => {
       const fake = new FakeAmqp()
       for (let i = 0; i < 4; i++) fake.failures.push(new Error("connect ECONNREFUSED 127.0.0.1:5672"))
       // Failed attempts wait 1, 2, 4 then 8 s; the fifth connects.
-      yield* consumerOver(fake, (batch) => Effect.succeed(batch.map(() => Verdict.Ack({ disposition: "applied" }))), access, Schedule.exponential("1 second"))
+      yield* consumerOver(
+        fake,
+        (batch) => Effect.succeed(batch.map(() => Verdict.Ack({ disposition: "applied" }))),
+        access,
+        Schedule.exponential("1 second")
+      )
       yield* until(() => fake.failures.length === 3)
       for (const step of [1, 2, 4, 8]) yield* TestClock.adjust(Duration.seconds(step))
       yield* ready(fake)

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Redacted, TestClock } from "effect"
-import { makeAmqpPublisher, NackedBatchesBeforeReopen, type RawPublish, SilentConfirmTimeouts } from "../../src/adapters/amqp/AmqpPublisher.js"
+import {
+  makeAmqpPublisher,
+  NackedBatchesBeforeReopen,
+  type RawPublish,
+  SilentConfirmTimeouts
+} from "../../src/adapters/amqp/AmqpPublisher.js"
 import { topologyPlanOf } from "../../src/adapters/amqp/Topology.js"
 import { testRetryByHandler } from "../support/broker.js"
 import { FakeAmqp } from "../support/FakeAmqp.js"
@@ -43,7 +48,10 @@ describe("the publisher, against a scripted broker", () => {
       const fiber = yield* Effect.fork(publisher.publish([message("a"), message("b"), message("c")]))
       yield* until(() => fake.last?.last?.published.length === 3)
       const channel = fake.last.last
-      expect(channel.published.map((p) => [p.options.messageId, p.options.mandatory])).toEqual([["a", true], ["b", true], ["c", true]])
+      expect(channel.published.map((p) => [p.options.messageId, p.options.mandatory])).toEqual([["a", true], [
+        "b",
+        true
+      ], ["c", true]])
       channel.confirm(0)
       channel.nackPublish(1)
       channel.returnPublish(2)
@@ -87,7 +95,10 @@ describe("the publisher, against a scripted broker", () => {
       const fake = new FakeAmqp()
       fake.failures.push(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5672"), { code: "ECONNREFUSED" }))
       const publisher = yield* publisherOver(fake)
-      expect(tagsOf(yield* publisher.publish([message("a"), message("b")]))).toEqual(["Unknown(broker-unavailable)", "Unknown(broker-unavailable)"])
+      expect(tagsOf(yield* publisher.publish([message("a"), message("b")]))).toEqual([
+        "Unknown(broker-unavailable)",
+        "Unknown(broker-unavailable)"
+      ])
       expect(fake.connections).toHaveLength(0)
     }))
 

@@ -10,7 +10,14 @@ describe("the JSON log format", () => {
       globalThis.console.error = (line: string) => lines.push(line)
       try {
         yield* Effect.logWarning("handler failed; retrying later").pipe(
-          Effect.annotateLogs({ role: "catalog", handler: "catalog", messageId: "m-1", correlationId: "c-1", materialId: "guides/x", revision: 3 }),
+          Effect.annotateLogs({
+            role: "catalog",
+            handler: "catalog",
+            messageId: "m-1",
+            correlationId: "c-1",
+            materialId: "guides/x",
+            revision: 3
+          }),
           Effect.provide(Logger.replace(Logger.defaultLogger, jsonLineLogger))
         )
       } finally {

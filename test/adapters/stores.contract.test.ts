@@ -16,21 +16,28 @@ import { Outbox } from "../../src/ports/Outbox.js"
 import { PublicationRequests } from "../../src/ports/PublicationRequests.js"
 import { Transaction } from "../../src/ports/Transaction.js"
 import { tempDataDir } from "../support/broker.js"
-import { ApiMemory, ReceiverMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ApiMemory, ReceiverMemory } from "../support/memory.js"
 
 type ApiPorts = Transaction | Outbox | MaterialStore | PublicationRequests
 type ReceiverPorts = Transaction | Inbox | CatalogStore | AuditLog
 
-const sqliteApi = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
-  Layer.mergeAll(TransactionSqlite("5 seconds"), OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
-    Layer.provide(databaseLayer(`${dir}/api.db`, "api"))
-  )))
-const sqliteReceiver = Layer.unwrapScoped(Effect.map(tempDataDir, (dir) =>
-  Layer.mergeAll(TransactionSqlite("5 seconds"), InboxSqlite, CatalogStoreSqlite).pipe(
-    Layer.provideMerge(databaseLayer(`${dir}/catalog.db`, "catalog")),
-    Layer.merge(AuditLogSqlite.pipe(Layer.provide(databaseLayer(`${dir}/audit.db`, "audit"))))
-  )))
+const sqliteApi = Layer.unwrapScoped(
+  Effect.map(
+    tempDataDir,
+    (dir) =>
+      Layer.mergeAll(TransactionSqlite("5 seconds"), OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
+        Layer.provide(databaseLayer(`${dir}/api.db`, "api"))
+      )
+  )
+)
+const sqliteReceiver = Layer.unwrapScoped(
+  Effect.map(tempDataDir, (dir) =>
+    Layer.mergeAll(TransactionSqlite("5 seconds"), InboxSqlite, CatalogStoreSqlite).pipe(
+      Layer.provideMerge(databaseLayer(`${dir}/catalog.db`, "catalog")),
+      Layer.merge(AuditLogSqlite.pipe(Layer.provide(databaseLayer(`${dir}/audit.db`, "audit"))))
+    ))
+)
 
 const adapters: ReadonlyArray<readonly [string, Layer.Layer<ApiPorts>, Layer.Layer<ReceiverPorts>]> = [
   ["memory", ApiMemory, ReceiverMemory],
@@ -38,7 +45,13 @@ const adapters: ReadonlyArray<readonly [string, Layer.Layer<ApiPorts>, Layer.Lay
 ]
 
 const revision = (materialId: string, rev: number, eventId = `e-${materialId}-${rev}`) => ({
-  materialId, revision: rev, title: "t", summary: "s", body: "b", eventId, publishedAtMs: 1000
+  materialId,
+  revision: rev,
+  title: "t",
+  summary: "s",
+  body: "b",
+  eventId,
+  publishedAtMs: 1000
 })
 
 describe.each(adapters)("store contract: %s", (_, api, receiver) => {
@@ -51,7 +64,13 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       expect(pending.map((m) => m.envelope)).toEqual(envelopes.slice(0, 2))
       expect(pending[0]!.sequence).toBeLessThan(pending[1]!.sequence)
       yield* outbox.markPublished([envelopes[0]!.messageId], 5000)
-      expect(yield* outbox.stats(1501)).toEqual({ pending: 2, published: 1, parked: 0, oldestPendingAgeMs: 500, publishedLastMinute: 1 })
+      expect(yield* outbox.stats(1501)).toEqual({
+        pending: 2,
+        published: 1,
+        parked: 0,
+        oldestPendingAgeMs: 500,
+        publishedLastMinute: 1
+      })
       expect(yield* outbox.publishedAt(envelopes[0]!.messageId)).toEqual(Option.some(5000))
       expect(yield* outbox.publishedAt(envelopes[1]!.messageId)).toEqual(Option.some(null))
       expect(yield* outbox.publishedAt("nope")).toEqual(Option.none())
@@ -65,17 +84,25 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       const envelopes = [1, 2, 3].map((r) => MaterialMother.envelope(MaterialMother.event({ revision: r })))
       for (const e of envelopes) yield* outbox.enqueue(e, 1000)
       const [a, b, c] = envelopes.map((e) => e.messageId) as [string, string, string]
-      yield* outbox.reject([{ messageId: a, error: "returned: no route", retryAtMs: 5_000 }, { messageId: b, error: "nacked", retryAtMs: null }], 2_000)
+      yield* outbox.reject([{ messageId: a, error: "returned: no route", retryAtMs: 5_000 }, {
+        messageId: b,
+        error: "nacked",
+        retryAtMs: null
+      }], 2_000)
       expect((yield* outbox.pending(10, 4_999)).map((m) => m.envelope.messageId)).toEqual([c])
       expect((yield* outbox.pending(10, 5_000)).map((m) => m.envelope.messageId)).toEqual([a, c])
       const [deferred] = yield* outbox.pending(1, 5_000)
       expect(deferred).toMatchObject({ rejections: 1, lastError: "returned: no route", parkedAtMs: null })
-      expect((yield* outbox.parked(10)).map((m) => [m.envelope.messageId, m.rejections, m.parkedAtMs, m.lastError])).toEqual([[b, 1, 2_000, "nacked"]])
+      expect((yield* outbox.parked(10)).map((m) => [m.envelope.messageId, m.rejections, m.parkedAtMs, m.lastError]))
+        .toEqual([[b, 1, 2_000, "nacked"]])
       expect(yield* outbox.stats(3_000)).toMatchObject({ pending: 2, parked: 1 })
       expect(yield* outbox.release(["unknown-id"])).toBe(0)
       expect(yield* outbox.release([b])).toBe(1)
       expect(yield* outbox.release("all")).toBe(0)
-      expect((yield* outbox.pending(10, 5_000)).map((m) => [m.envelope.messageId, m.rejections])).toEqual([[a, 1], [b, 0], [c, 0]])
+      expect((yield* outbox.pending(10, 5_000)).map((m) => [m.envelope.messageId, m.rejections])).toEqual([[a, 1], [
+        b,
+        0
+      ], [c, 0]])
       yield* outbox.markPublished([a], 6_000)
       yield* outbox.reject([{ messageId: a, error: "late", retryAtMs: null }], 6_000)
       expect(yield* outbox.parked(10)).toEqual([])
@@ -87,7 +114,9 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       const materials = yield* MaterialStore
       yield* transaction.run(Effect.gen(function*() {
         yield* materials.insert(revision("s", 1))
-        const inner = yield* Effect.exit(transaction.run(Effect.zipRight(materials.insert(revision("s", 2)), Effect.fail("inner failed" as const))))
+        const inner = yield* Effect.exit(
+          transaction.run(Effect.zipRight(materials.insert(revision("s", 2)), Effect.fail("inner failed" as const)))
+        )
         expect(inner._tag).toBe("Failure")
         yield* materials.insert(revision("s", 3))
       }))
@@ -120,7 +149,15 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* materials.insert(revision("m", 2))
       expect(Option.getOrThrow(yield* materials.latest("m")).revision).toBe(3)
       expect(yield* Effect.flip(materials.insert(revision("m", 3, "other")))).toBeInstanceOf(PersistenceError)
-      const request = { idempotencyKey: "k", requestHash: "h", requestId: "r", eventId: "e", materialId: "m", revision: 4, acceptedAtMs: 1 }
+      const request = {
+        idempotencyKey: "k",
+        requestHash: "h",
+        requestId: "r",
+        eventId: "e",
+        materialId: "m",
+        revision: 4,
+        acceptedAtMs: 1
+      }
       const failed = yield* Effect.flip(transaction.run(Effect.gen(function*() {
         yield* materials.insert(revision("m", 4, "e"))
         yield* requests.insert(request)
@@ -131,7 +168,9 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       expect(yield* requests.byKey("k")).toEqual(Option.none())
       yield* requests.insert(request)
       expect(yield* requests.byId("r")).toEqual(Option.some(request))
-      expect(yield* Effect.flip(requests.insert({ ...request, requestId: "r2", eventId: "e2" }))).toBeInstanceOf(PersistenceError)
+      expect(yield* Effect.flip(requests.insert({ ...request, requestId: "r2", eventId: "e2" }))).toBeInstanceOf(
+        PersistenceError
+      )
     }).pipe(Effect.provide(api)))
 
   it.effect("inbox, catalog and audit: one receipt per (handler, message), duplicates counted", () =>
@@ -142,12 +181,23 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* inbox.record({ handler: "catalog", messageId: "m1", outcome: "applied", receivedAtMs: 1 })
       yield* inbox.record({ handler: "catalog", messageId: "m2", outcome: "stale", receivedAtMs: 2 })
       yield* inbox.record({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 })
-      expect(yield* Effect.flip(inbox.record({ handler: "catalog", messageId: "m1", outcome: "applied", receivedAtMs: 4 })))
+      expect(
+        yield* Effect.flip(inbox.record({ handler: "catalog", messageId: "m1", outcome: "applied", receivedAtMs: 4 }))
+      )
         .toBeInstanceOf(PersistenceError)
       yield* inbox.noteDuplicate("catalog", "m1")
       yield* inbox.noteDuplicate("catalog", "m1")
-      expect(yield* inbox.counts("catalog")).toEqual({ applied: 1, stale: 1, duplicates: 2, lastAppliedAtMs: 1, retrying: 0, dead: 0 })
-      expect(yield* inbox.find("audit", "m1")).toEqual(Option.some({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 }))
+      expect(yield* inbox.counts("catalog")).toEqual({
+        applied: 1,
+        stale: 1,
+        duplicates: 2,
+        lastAppliedAtMs: 1,
+        retrying: 0,
+        dead: 0
+      })
+      expect(yield* inbox.find("audit", "m1")).toEqual(
+        Option.some({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 })
+      )
       expect(yield* inbox.find("audit", "m2")).toEqual(Option.none())
 
       const entry = { materialId: "m", revision: 2, title: "t", summary: "s", publishedAtMs: 5, eventId: "e2" }
@@ -156,7 +206,15 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       expect(yield* catalog.get("m")).toEqual(Option.some(entry))
       expect(yield* catalog.count).toBe(1)
 
-      const record = { eventId: "e1", materialId: "m", revision: 1, title: "t", publishedAtMs: 5, correlationId: "c", receivedAtMs: 6 }
+      const record = {
+        eventId: "e1",
+        materialId: "m",
+        revision: 1,
+        title: "t",
+        publishedAtMs: 5,
+        correlationId: "c",
+        receivedAtMs: 6
+      }
       yield* audit.append(record)
       expect(yield* Effect.flip(audit.append(record))).toBeInstanceOf(PersistenceError)
       expect(yield* audit.count).toBe(1)
@@ -172,10 +230,19 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* outbox.markPublished([envelopes[0]!.messageId, envelopes[1]!.messageId], 100)
       yield* outbox.markPublished([envelopes[3]!.messageId], 200)
       const [first, second, fourth] = yield* outbox.publishedPage(0, 1_000, 10)
-      expect([first?.messageId, second?.messageId, fourth?.messageId]).toEqual([envelopes[0]!.messageId, envelopes[1]!.messageId, envelopes[3]!.messageId])
+      expect([first?.messageId, second?.messageId, fourth?.messageId]).toEqual([
+        envelopes[0]!.messageId,
+        envelopes[1]!.messageId,
+        envelopes[3]!.messageId
+      ])
       expect(fourth?.publishedAtMs).toBe(200)
-      expect((yield* outbox.publishedPage(first!.sequence, 1_000, 1)).map((r) => r.messageId)).toEqual([envelopes[1]!.messageId])
-      expect((yield* outbox.publishedPage(0, 200, 10)).map((r) => r.messageId)).toEqual([envelopes[0]!.messageId, envelopes[1]!.messageId])
+      expect((yield* outbox.publishedPage(first!.sequence, 1_000, 1)).map((r) => r.messageId)).toEqual([
+        envelopes[1]!.messageId
+      ])
+      expect((yield* outbox.publishedPage(0, 200, 10)).map((r) => r.messageId)).toEqual([
+        envelopes[0]!.messageId,
+        envelopes[1]!.messageId
+      ])
       const found = yield* outbox.find([envelopes[3]!.messageId, "nope", envelopes[0]!.messageId])
       expect(found.map((r) => r.envelope)).toEqual([traced, envelopes[3]])
     }).pipe(Effect.provide(api)))

@@ -5,8 +5,8 @@ import { PersistenceError } from "../../src/domain/errors.js"
 import { MaterialStore } from "../../src/ports/MaterialStore.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { PublicationRequests } from "../../src/ports/PublicationRequests.js"
-import { ApiMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ApiMemory } from "../support/memory.js"
 
 const outboxStats = Effect.flatMap(Outbox, (o) => o.stats(0))
 
@@ -18,7 +18,11 @@ describe("publishMaterial (in memory)", () => {
       const latest = yield* Effect.flatMap(MaterialStore, (m) => m.latest("guides/quorum-queues"))
       expect(Option.getOrThrow(latest)).toMatchObject({ revision: 1, eventId: accepted.eventId })
       const [row] = yield* Effect.flatMap(Outbox, (o) => o.pending(10, 0))
-      expect(row?.envelope).toMatchObject({ messageId: accepted.eventId, correlationId: accepted.requestId, type: "material.published.v1" })
+      expect(row?.envelope).toMatchObject({
+        messageId: accepted.eventId,
+        correlationId: accepted.requestId,
+        type: "material.published.v1"
+      })
       expect(JSON.parse(row!.envelope.body)).not.toHaveProperty("body")
     }).pipe(Effect.provide(ApiMemory)))
 
@@ -33,7 +37,9 @@ describe("publishMaterial (in memory)", () => {
   it.effect("the same key with another command is IdempotencyKeyReused, nothing written", () =>
     Effect.gen(function*() {
       yield* publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 1 }))
-      const error = yield* Effect.flip(publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 2 })))
+      const error = yield* Effect.flip(
+        publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 2 }))
+      )
       expect(error._tag).toBe("IdempotencyKeyReused")
       expect((yield* outboxStats).pending).toBe(1)
     }).pipe(Effect.provide(ApiMemory)))
@@ -41,9 +47,13 @@ describe("publishMaterial (in memory)", () => {
   it.effect("revision 2 after revision 3 is StaleRevision naming the current one, nothing written", () =>
     Effect.gen(function*() {
       yield* publishMaterial(MaterialMother.key("r3"), MaterialMother.command({ revision: 3 }))
-      const error = yield* Effect.flip(publishMaterial(MaterialMother.key("r2"), MaterialMother.command({ revision: 2 })))
+      const error = yield* Effect.flip(
+        publishMaterial(MaterialMother.key("r2"), MaterialMother.command({ revision: 2 }))
+      )
       expect(error).toMatchObject({ _tag: "StaleRevision", revision: 2, currentRevision: 3 })
-      const same = yield* Effect.flip(publishMaterial(MaterialMother.key("r3b"), MaterialMother.command({ revision: 3 })))
+      const same = yield* Effect.flip(
+        publishMaterial(MaterialMother.key("r3b"), MaterialMother.command({ revision: 3 }))
+      )
       expect(same._tag).toBe("StaleRevision")
       expect((yield* outboxStats).pending).toBe(1)
       expect(Option.isNone(yield* Effect.flatMap(PublicationRequests, (r) => r.byKey("key-r2")))).toBe(true)
@@ -63,10 +73,14 @@ describe("publishMaterial (in memory)", () => {
       expect(Option.isNone(yield* Effect.flatMap(MaterialStore, (m) => m.latest("guides/quorum-queues")))).toBe(true)
       expect(Option.isNone(yield* Effect.flatMap(PublicationRequests, (r) => r.byKey("key-a")))).toBe(true)
     }).pipe(
-      Effect.provide(Layer.effect(Outbox, Effect.map(Outbox, (outbox) => ({
-        ...outbox,
-        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "disk full" }))
-      })))),
+      Effect.provide(Layer.effect(
+        Outbox,
+        Effect.map(Outbox, (outbox) => ({
+          ...outbox,
+          enqueue: () =>
+            Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "disk full" }))
+        }))
+      )),
       Effect.provide(ApiMemory)
     ))
 })

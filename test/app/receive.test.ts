@@ -8,8 +8,8 @@ import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
 import { Inbox } from "../../src/ports/Inbox.js"
 import { Transaction } from "../../src/ports/Transaction.js"
-import { ReceiverMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ReceiverMemory } from "../support/memory.js"
 
 const deliver = <R>(handler: Parameters<typeof receive<R>>[0], event: ReturnType<typeof MaterialMother.event>) =>
   receive(handler, event, { messageId: event.eventId, correlationId: "req" })
@@ -24,7 +24,11 @@ describe("the catalog handler", () => {
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 3 }))).toBe("applied")
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 2 }))).toBe("stale")
       expect(yield* catalogRevision).toBe(3)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 1, stale: 1, duplicates: 0 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({
+        applied: 1,
+        stale: 1,
+        duplicates: 0
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("the same revision again under a new event id is stale; a newer one replaces it", () =>
@@ -45,7 +49,11 @@ describe("the inbox", () => {
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, stale: 0, duplicates: 2 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({
+        applied: 1,
+        stale: 0,
+        duplicates: 2
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("receipts are per handler: catalog and audit each apply the same message once, and only once", () =>
@@ -56,22 +64,42 @@ describe("the inbox", () => {
       expect(yield* deliver(catalogHandler, event)).toBe("duplicate")
       expect(yield* deliver(auditHandler, event)).toBe("duplicate")
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 1, stale: 0, duplicates: 1 })
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, stale: 0, duplicates: 1 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({
+        applied: 1,
+        stale: 0,
+        duplicates: 1
+      })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({
+        applied: 1,
+        stale: 0,
+        duplicates: 1
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("a failing effect leaves no receipt, so the retry applies it", () =>
     Effect.gen(function*() {
       const event = MaterialMother.event()
-      const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "locked" })) }
+      const failing = {
+        ...auditHandler,
+        apply: () =>
+          Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "locked" }))
+      }
       const verdict = yield* judge(failing, policy)(MaterialMother.incoming(event))
-      expect(verdict).toMatchObject({ _tag: "Retry", tier: 0, attempts: 1, failure: { _tag: "TransientFailure", errorTag: "PersistenceError.unavailable" } })
+      expect(verdict).toMatchObject({
+        _tag: "Retry",
+        tier: 0,
+        attempts: 1,
+        failure: { _tag: "TransientFailure", errorTag: "PersistenceError.unavailable" }
+      })
       expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", event.eventId)))).toBe(true)
       expect(yield* deliver(auditHandler, event)).toBe("applied")
     }).pipe(Effect.provide(ReceiverMemory)))
 })
 
-const policy: RetryPolicy = { delays: [Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)], maxAttempts: 5 }
+const policy: RetryPolicy = {
+  delays: [Duration.seconds(1), Duration.seconds(10), Duration.seconds(60)],
+  maxAttempts: 5
+}
 
 describe("judge", () => {
   const incoming = (overrides: Partial<IncomingMessage>) => MaterialMother.incoming(MaterialMother.event(), overrides)
@@ -107,12 +135,22 @@ describe("judge", () => {
       yield* judgeAll(buggy, policy)([MaterialMother.incoming(event, { attempts: 0 }), bad])
       const unreceived = (ids: ReadonlyArray<string>) => Effect.flatMap(Inbox, (i) => i.unreceived("catalog", ids))
       expect(yield* unreceived([event.eventId, "bad-1"])).toEqual([
-        { messageId: event.eventId, failure: { handler: "catalog", messageId: event.eventId, state: "retrying", attempts: 1, atMs: 5_000 } },
-        { messageId: "bad-1", failure: { handler: "catalog", messageId: "bad-1", state: "dead", attempts: 0, atMs: 5_000 } }
+        {
+          messageId: event.eventId,
+          failure: { handler: "catalog", messageId: event.eventId, state: "retrying", attempts: 1, atMs: 5_000 }
+        },
+        {
+          messageId: "bad-1",
+          failure: { handler: "catalog", messageId: "bad-1", state: "dead", attempts: 0, atMs: 5_000 }
+        }
       ])
       yield* judge(buggy, policy)(MaterialMother.incoming(event, { attempts: 4 }))
       expect((yield* unreceived([event.eventId]))[0]?.failure).toMatchObject({ state: "dead", attempts: 5 })
-      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({ applied: 0, retrying: 0, dead: 2 })
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))).toMatchObject({
+        applied: 0,
+        retrying: 0,
+        dead: 2
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("acks a valid message with its disposition", () =>
@@ -122,7 +160,13 @@ describe("judge", () => {
 
   it.effect("a handler that throws is a permanent failure of that message, retried like any other", () =>
     Effect.gen(function*() {
-      const buggy = { ...catalogHandler, apply: () => Effect.sync((): "applied" => { throw new TypeError("cannot read 'title' of undefined") }) }
+      const buggy = {
+        ...catalogHandler,
+        apply: () =>
+          Effect.sync((): "applied" => {
+            throw new TypeError("cannot read 'title' of undefined")
+          })
+      }
       expect(yield* judge(buggy, policy)(incoming({ attempts: 1 }))).toMatchObject({
         _tag: "Retry",
         tier: 1,
@@ -137,21 +181,43 @@ describe("judge", () => {
         ...auditHandler,
         apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind, cause: "x" }))
       })
-      expect(yield* judge(failingWith("constraint"), policy)(incoming({}))).toMatchObject({ failure: { _tag: "PermanentFailure" } })
-      expect(yield* judge(failingWith("unavailable"), policy)(incoming({}))).toMatchObject({ failure: { _tag: "TransientFailure" } })
+      expect(yield* judge(failingWith("constraint"), policy)(incoming({}))).toMatchObject({
+        failure: { _tag: "PermanentFailure" }
+      })
+      expect(yield* judge(failingWith("unavailable"), policy)(incoming({}))).toMatchObject({
+        failure: { _tag: "TransientFailure" }
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("the last allowed attempt's failure dead-letters the message as exhausted", () =>
     Effect.gen(function*() {
-      const failing = { ...auditHandler, apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "x" })) }
-      expect(yield* judge(failing, policy)(incoming({ attempts: 3 }))).toMatchObject({ _tag: "Retry", tier: 2, attempts: 4 })
-      expect(yield* judge(failing, policy)(incoming({ attempts: 4 }))).toMatchObject({ _tag: "DeadLetter", reason: "exhausted", attempts: 5 })
-      expect(yield* judge(failing, policy)(incoming({ attempts: 9 }))).toMatchObject({ _tag: "DeadLetter", reason: "exhausted", attempts: 10 })
+      const failing = {
+        ...auditHandler,
+        apply: () => Effect.fail(new PersistenceError({ operation: "audit.append", kind: "unavailable", cause: "x" }))
+      }
+      expect(yield* judge(failing, policy)(incoming({ attempts: 3 }))).toMatchObject({
+        _tag: "Retry",
+        tier: 2,
+        attempts: 4
+      })
+      expect(yield* judge(failing, policy)(incoming({ attempts: 4 }))).toMatchObject({
+        _tag: "DeadLetter",
+        reason: "exhausted",
+        attempts: 5
+      })
+      expect(yield* judge(failing, policy)(incoming({ attempts: 9 }))).toMatchObject({
+        _tag: "DeadLetter",
+        reason: "exhausted",
+        attempts: 10
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("a lost database file halts the receiver instead of retrying", () =>
     Effect.gen(function*() {
-      const lost = { ...catalogHandler, apply: () => Effect.fail(new PersistenceError({ operation: "catalog.put", kind: "lost", cause: "removed" })) }
+      const lost = {
+        ...catalogHandler,
+        apply: () => Effect.fail(new PersistenceError({ operation: "catalog.put", kind: "lost", cause: "removed" }))
+      }
       expect(yield* judge(lost, policy)(incoming({}))).toMatchObject({ _tag: "Halt" })
     }).pipe(Effect.provide(ReceiverMemory)))
 })
@@ -159,7 +225,9 @@ describe("judge", () => {
 describe("group commit (judgeAll)", () => {
   it.effect("a poison message in a batch neither loses nor double-applies its neighbours", () =>
     Effect.gen(function*() {
-      const events = [1, 2, 3, 4].map((revision) => MaterialMother.event({ materialId: `batch/m${revision}`, revision }))
+      const events = [1, 2, 3, 4].map((revision) =>
+        MaterialMother.event({ materialId: `batch/m${revision}`, revision })
+      )
       const poisoned = events[2]!.eventId
       const picky = {
         ...auditHandler,
@@ -171,12 +239,23 @@ describe("group commit (judgeAll)", () => {
       }
       const batch = [...events.map((e) => MaterialMother.incoming(e)), MaterialMother.incoming(events[0]!)]
       const verdicts = yield* judgeAll(picky, policy)(batch)
-      expect(verdicts.map((v) => v._tag === "Ack" ? v.disposition : v._tag)).toEqual(["applied", "applied", "Retry", "applied", "duplicate"])
+      expect(verdicts.map((v) => v._tag === "Ack" ? v.disposition : v._tag)).toEqual([
+        "applied",
+        "applied",
+        "Retry",
+        "applied",
+        "duplicate"
+      ])
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(3)
       expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", poisoned)))).toBe(true)
       // The retry applies it once; the others are duplicates now.
       const again = yield* judgeAll(auditHandler, policy)(events.map((e) => MaterialMother.incoming(e)))
-      expect(again.map((v) => v._tag === "Ack" && v.disposition)).toEqual(["duplicate", "duplicate", "applied", "duplicate"])
+      expect(again.map((v) => v._tag === "Ack" && v.disposition)).toEqual([
+        "duplicate",
+        "duplicate",
+        "applied",
+        "duplicate"
+      ])
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(4)
     }).pipe(Effect.provide(ReceiverMemory)))
 
@@ -184,13 +263,23 @@ describe("group commit (judgeAll)", () => {
     Effect.gen(function*() {
       const events = [1, 2].map((revision) => MaterialMother.event({ revision }))
       const verdicts = yield* judgeAll(auditHandler, policy)(events.map((e) => MaterialMother.incoming(e))).pipe(
-        Effect.provideServiceEffect(Transaction, Effect.map(Transaction, (t) => ({
-          run: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-            Effect.flatMap(Effect.serviceOption(InTransaction), (inner) =>
-              Option.isSome(inner)
-                ? t.run(effect)
-                : t.run(Effect.zipRight(Effect.provideService(effect, InTransaction, true), Effect.fail(new PersistenceError({ operation: "commit", kind: "unavailable", cause: "disk full" })))))
-        })))
+        Effect.provideServiceEffect(
+          Transaction,
+          Effect.map(Transaction, (t) => ({
+            run: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+              Effect.flatMap(Effect.serviceOption(InTransaction), (inner) =>
+                Option.isSome(inner)
+                  ? t.run(effect)
+                  : t.run(
+                    Effect.zipRight(
+                      Effect.provideService(effect, InTransaction, true),
+                      Effect.fail(
+                        new PersistenceError({ operation: "commit", kind: "unavailable", cause: "disk full" })
+                      )
+                    )
+                  ))
+          }))
+        )
       )
       expect(verdicts.map((v) => v._tag)).toEqual(["Retry", "Retry"])
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(0)

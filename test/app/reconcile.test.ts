@@ -1,16 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Ref } from "effect"
 import fc from "fast-check"
-import { findGaps, makeGapCounter, redeliverGaps } from "../../src/app/reconcile.js"
 import { HandlerInboxesMemory } from "../../src/adapters/memory/HandlerInboxesMemory.js"
+import { findGaps, makeGapCounter, redeliverGaps } from "../../src/app/reconcile.js"
 import type { Envelope } from "../../src/domain/Envelope.js"
 import type { HandlerName } from "../../src/domain/HandlerName.js"
 import { Confirmed, Unknown } from "../../src/ports/EventBus.js"
 import { Inbox } from "../../src/ports/Inbox.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { Redelivery } from "../../src/ports/Redelivery.js"
-import { ApiMemory, ReceiverMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ApiMemory, ReceiverMemory } from "../support/memory.js"
 
 const PublishedAt = 10_000
 const Now = 1_000_000
@@ -20,14 +20,27 @@ const search = { nowMs: Now, olderThanMs: 60_000, retryGraceMs: 60_000 }
 const published = (n: number) =>
   Effect.gen(function*() {
     const outbox = yield* Outbox
-    const envelopes = Array.from({ length: n }, (_, i) => MaterialMother.envelope(MaterialMother.event({ materialId: `r/m${i}`, revision: 1 })))
-    for (const e of envelopes) yield* outbox.enqueue(e, 0)
-    yield* outbox.markPublished(envelopes.map((e) => e.messageId), PublishedAt)
+    const envelopes = Array.from({ length: n }, (_, i) =>
+      MaterialMother.envelope(MaterialMother.event({ materialId: `r/m${i}`, revision: 1 })))
+    for (const e of envelopes) {
+      yield* outbox.enqueue(e, 0)
+    }
+    yield* outbox.markPublished(
+      envelopes.map((e) =>
+        e.messageId
+      ),
+      PublishedAt
+    )
     return envelopes.map((e) => e.messageId)
   })
 
 const applied = (handler: HandlerName, ids: ReadonlyArray<string>) =>
-  Effect.flatMap(Inbox, (inbox) => Effect.forEach(ids, (messageId) => inbox.record({ handler, messageId, outcome: "applied", receivedAtMs: PublishedAt })))
+  Effect.flatMap(
+    Inbox,
+    (inbox) =>
+      Effect.forEach(ids, (messageId) =>
+        inbox.record({ handler, messageId, outcome: "applied", receivedAtMs: PublishedAt }))
+  )
 
 const failed = (handler: HandlerName, messageId: string, state: "retrying" | "dead", atMs: number) =>
   Effect.flatMap(Inbox, (inbox) => inbox.noteFailures([{ handler, messageId, state, attempts: 1, atMs }]))
@@ -78,12 +91,18 @@ describe("redeliverGaps", () => {
         send: (handler, envelopes) =>
           Effect.as(
             Ref.update(sent, (s) => [...s, ...envelopes.map((e) => [handler, e] as const)]),
-            envelopes.map((e) => (e.messageId === a ? new Confirmed() : new Unknown({ reason: "confirm-timeout", detail: "no confirm within 5s" })))
+            envelopes.map((e) => (e.messageId === a
+              ? new Confirmed()
+              : new Unknown({ reason: "confirm-timeout", detail: "no confirm within 5s" }))
+            )
           )
       })
       const gaps = (yield* findGaps("audit", search)).gaps
       const result = yield* redeliverGaps("audit", gaps).pipe(Effect.provide(redelivery))
-      expect(result).toEqual({ redelivered: [a], failed: [{ messageId: b, detail: "unknown (confirm-timeout): no confirm within 5s" }] })
+      expect(result).toEqual({
+        redelivered: [a],
+        failed: [{ messageId: b, detail: "unknown (confirm-timeout): no confirm within 5s" }]
+      })
       const outbox = yield* Effect.flatMap(Outbox, (o) => o.find([a!, b!]))
       expect(yield* Ref.get(sent)).toEqual(outbox.map((row) => ["audit", row.envelope]))
     }).pipe(Effect.provide(Stores)))
@@ -118,21 +137,25 @@ describe("makeGapCounter", () => {
             { minLength: 1, maxLength: 60 }
           ),
           async (steps) => {
-            await Effect.runPromise(Effect.gen(function*() {
-              const all = yield* published(12)
-              const counter = yield* makeGapCounter
-              let nowMs = Now
-              for (const step of steps) {
-                const id = all[step.index]!
-                if (step.state === "applied") yield* Effect.ignore(applied("catalog", [id]))
-                else if (step.state !== "none") yield* failed("catalog", id, step.state, nowMs - step.ago)
-                const at = { ...search, nowMs }
-                const counted = yield* counter.count("catalog", at)
-                const full = yield* findGaps("catalog", at)
-                if (counted !== full.gaps.length) throw new Error(`counted ${counted}, a full comparison found ${full.gaps.length}`)
-                nowMs += step.advance
-              }
-            }).pipe(Effect.provide(Stores)))
+            await Effect.runPromise(
+              Effect.gen(function*() {
+                const all = yield* published(12)
+                const counter = yield* makeGapCounter
+                let nowMs = Now
+                for (const step of steps) {
+                  const id = all[step.index]!
+                  if (step.state === "applied") yield* Effect.ignore(applied("catalog", [id]))
+                  else if (step.state !== "none") yield* failed("catalog", id, step.state, nowMs - step.ago)
+                  const at = { ...search, nowMs }
+                  const counted = yield* counter.count("catalog", at)
+                  const full = yield* findGaps("catalog", at)
+                  if (counted !== full.gaps.length) {
+                    throw new Error(`counted ${counted}, a full comparison found ${full.gaps.length}`)
+                  }
+                  nowMs += step.advance
+                }
+              }).pipe(Effect.provide(Stores))
+            )
           }
         ),
         { numRuns: 300 }

@@ -1,23 +1,32 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Fiber, HashMap, Layer, Logger, Ref, TestClock } from "effect"
-import { drainOnce, runRelay } from "../../src/app/relay.js"
 import { EventBusMemory, EventBusMemoryLog } from "../../src/adapters/memory/EventBusMemory.js"
+import { drainOnce, runRelay } from "../../src/app/relay.js"
 import { Settings } from "../../src/config.js"
-import { Confirmed, EventBus, Rejected, Unknown } from "../../src/ports/EventBus.js"
-import { Transaction } from "../../src/ports/Transaction.js"
 import { PersistenceError } from "../../src/domain/errors.js"
+import { Confirmed, EventBus, Rejected, Unknown } from "../../src/ports/EventBus.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
-import { ApiMemory } from "../support/memory.js"
+import { Transaction } from "../../src/ports/Transaction.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ApiMemory } from "../support/memory.js"
 
 const enqueue = (n: number) =>
-  Effect.flatMap(Outbox, (outbox) =>
-    Effect.forEach(Array.from({ length: n }, (_, i) => MaterialMother.envelope(MaterialMother.event({ revision: i + 1 }))), (e) =>
-      outbox.enqueue(e, 0)))
+  Effect.flatMap(
+    Outbox,
+    (outbox) =>
+      Effect.forEach(
+        Array.from({ length: n }, (_, i) => MaterialMother.envelope(MaterialMother.event({ revision: i + 1 }))),
+        (e) => outbox.enqueue(e, 0)
+      )
+  )
 /** Every row not yet published nor parked, due or not. */
-const pendingIds = Effect.flatMap(Outbox, (o) => o.pending(100, Number.MAX_SAFE_INTEGER)).pipe(Effect.map((rows) => rows.map((r) => r.envelope.messageId)))
-const parkedIds = Effect.flatMap(Outbox, (o) => o.parked(100)).pipe(Effect.map((rows) => rows.map((r) => r.envelope.messageId)))
+const pendingIds = Effect.flatMap(Outbox, (o) => o.pending(100, Number.MAX_SAFE_INTEGER)).pipe(
+  Effect.map((rows) => rows.map((r) => r.envelope.messageId))
+)
+const parkedIds = Effect.flatMap(Outbox, (o) => o.parked(100)).pipe(
+  Effect.map((rows) => rows.map((r) => r.envelope.messageId))
+)
 const drain = (window: number, parkAfter = 10) => drainOnce({ window, parkAfter })
 const published = Effect.flatMap(EventBusMemoryLog, (log) => Ref.get(log.published))
 const attempts = Effect.flatMap(EventBusMemoryLog, (log) => Ref.get(log.attempts))
@@ -39,9 +48,12 @@ describe("drainOnce", () => {
       expect((yield* published).map((e) => e.messageId)).toEqual([first, second, third])
     }).pipe(
       Effect.provide(EventBusMemory((_, attempt) =>
-        attempt === 2 ? new Unknown({ reason: "confirm-timeout", detail: "" })
-        : attempt === 3 ? new Rejected({ reason: "returned", detail: "" })
-        : new Confirmed())),
+        attempt === 2 ?
+          new Unknown({ reason: "confirm-timeout", detail: "" })
+          : attempt === 3 ?
+          new Rejected({ reason: "returned", detail: "" })
+          : new Confirmed()
+      )),
       Effect.provide(ApiMemory)
     ))
 
@@ -67,14 +79,19 @@ describe("drainOnce", () => {
       }
       expect(yield* parkedIds).toEqual([unroutable.messageId])
       expect(yield* pendingIds).toEqual([])
-      expect((yield* published)).toHaveLength(2)
+      expect(yield* published).toHaveLength(2)
       const [row] = yield* Effect.flatMap(Outbox, (o) => o.parked(1))
       expect(row).toMatchObject({ rejections: 4, lastError: "returned: no queue is bound" })
       expect(yield* Effect.flatMap(Outbox, (o) => o.release("all"))).toBe(1)
       expect(yield* pendingIds).toEqual([unroutable.messageId])
     }).pipe(
-      Effect.provide(EventBusMemory((envelope) =>
-        envelope.body.includes("unroutable/x") ? new Rejected({ reason: "returned", detail: "no queue is bound" }) : new Confirmed())),
+      Effect.provide(
+        EventBusMemory((envelope) =>
+          envelope.body.includes("unroutable/x")
+            ? new Rejected({ reason: "returned", detail: "no queue is bound" })
+            : new Confirmed()
+        )
+      ),
       Effect.provide(ApiMemory)
     ))
 
@@ -112,7 +129,9 @@ describe("runRelay", () => {
       expect(yield* pendingIds).toEqual([])
       yield* Fiber.interrupt(fiber)
     }).pipe(
-      Effect.provide(EventBusMemory((_, attempt) => attempt <= 3 ? new Unknown({ reason: "broker-unavailable", detail: "" }) : new Confirmed())),
+      Effect.provide(EventBusMemory((_, attempt) =>
+        attempt <= 3 ? new Unknown({ reason: "broker-unavailable", detail: "" }) : new Confirmed()
+      )),
       Effect.provide(Layer.merge(ApiMemory, settings))
     ))
 
@@ -140,10 +159,13 @@ describe("runRelay", () => {
       expect(yield* outbox.acquireLease("relay-a", 2_000, 0)).toEqual({ owner: "relay-a", expiresAtMs: 2_000 })
       yield* enqueue(2)
       const logs: Array<string> = []
-      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ annotations, message }) => {
-        const a = Object.fromEntries(HashMap.toEntries(annotations))
-        logs.push(`${String(message)} holder=${String(a.holder)} until=${String(a.until)}`)
-      }))
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ annotations, message }) => {
+          const a = Object.fromEntries(HashMap.toEntries(annotations))
+          logs.push(`${String(message)} holder=${String(a.holder)} until=${String(a.until)}`)
+        })
+      )
       const b = yield* Effect.fork(runRelay("relay-b").pipe(Effect.provide(capture)))
       yield* TestClock.adjust("1999 millis")
       expect(yield* attempts).toBe(0)
@@ -160,7 +182,9 @@ describe("runRelay", () => {
   it.effect("the leader keeps its lease while a batch waits for confirms five times longer than the lease", () =>
     Effect.gen(function*() {
       yield* enqueue(1)
-      const slowBus = Layer.succeed(EventBus, { publish: (messages) => Effect.as(Effect.sleep("10 seconds"), messages.map(() => new Confirmed())) })
+      const slowBus = Layer.succeed(EventBus, {
+        publish: (messages) => Effect.as(Effect.sleep("10 seconds"), messages.map(() => new Confirmed()))
+      })
       const a = yield* Effect.fork(runRelay("relay-a").pipe(Effect.provide(slowBus)))
       yield* TestClock.adjust("1 millis")
       const b = yield* Effect.fork(runRelay("relay-b"))
@@ -190,8 +214,15 @@ describe("runRelay", () => {
       // relay-a's database calls fail once `locked` is set, as if another process held the write lock.
       const lockable = Layer.succeed(Transaction, {
         run: (effect) =>
-          Effect.flatMap(Ref.get(locked), (l) =>
-            l ? Effect.fail(new PersistenceError({ operation: "transaction", kind: "unavailable", cause: "database is locked" })) : transaction.run(effect))
+          Effect.flatMap(
+            Ref.get(locked),
+            (l) =>
+              l
+                ? Effect.fail(
+                  new PersistenceError({ operation: "transaction", kind: "unavailable", cause: "database is locked" })
+                )
+                : transaction.run(effect)
+          )
       })
       const a = yield* Effect.fork(runRelay("relay-a").pipe(Effect.provide(Layer.merge(busOf("a"), lockable))))
       yield* TestClock.adjust("1 millis")

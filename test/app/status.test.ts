@@ -1,16 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Ref, TestClock } from "effect"
-import { StatusView } from "../../src/app/status.js"
+import { toStatusWire } from "../../src/adapters/http/StatusWire.js"
 import { DeadLettersMemoryState } from "../../src/adapters/memory/DeadLettersMemory.js"
+import { StatusView } from "../../src/app/status.js"
+import { statusTable } from "../../src/cli/StatusCommands.js"
 import { Settings } from "../../src/config.js"
 import { BrokerConnections, ConnectionState } from "../../src/ports/BrokerConnections.js"
 import type { DeadLetter } from "../../src/ports/DeadLetters.js"
 import { Inbox } from "../../src/ports/Inbox.js"
 import { Outbox } from "../../src/ports/Outbox.js"
-import { statusTable } from "../../src/cli/StatusCommands.js"
-import { toStatusWire } from "../../src/adapters/http/StatusWire.js"
-import { ApiMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ApiMemory } from "../support/memory.js"
 import { memoryStatusView } from "../support/status.js"
 
 const Minute = 60_000
@@ -41,22 +41,53 @@ describe("the status view", () => {
     Effect.gen(function*() {
       yield* TestClock.setTime(10 * Minute)
       const outbox = yield* Outbox
-      const envelopes = Array.from({ length: 6 }, (_, i) => MaterialMother.envelope(MaterialMother.event({ materialId: `s/m${i}` })))
+      const envelopes = Array.from(
+        { length: 6 },
+        (_, i) => MaterialMother.envelope(MaterialMother.event({ materialId: `s/m${i}` }))
+      )
       for (const [i, e] of envelopes.entries()) yield* outbox.enqueue(e, i < 3 ? 2 * Minute : 9 * Minute + i * 1000)
       // Three published: two long ago, one within the last minute; three pending, the oldest 57 s old.
       yield* outbox.markPublished([envelopes[0]!.messageId, envelopes[1]!.messageId], 3 * Minute)
       yield* outbox.markPublished([envelopes[2]!.messageId], 10 * Minute - 30_000)
       const inbox = yield* Inbox
-      yield* inbox.record({ handler: "catalog", messageId: envelopes[0]!.messageId, outcome: "applied", receivedAtMs: 4 * Minute })
-      yield* inbox.record({ handler: "audit", messageId: envelopes[0]!.messageId, outcome: "applied", receivedAtMs: 4 * Minute })
-      yield* inbox.record({ handler: "audit", messageId: envelopes[1]!.messageId, outcome: "stale", receivedAtMs: 5 * Minute })
+      yield* inbox.record({
+        handler: "catalog",
+        messageId: envelopes[0]!.messageId,
+        outcome: "applied",
+        receivedAtMs: 4 * Minute
+      })
+      yield* inbox.record({
+        handler: "audit",
+        messageId: envelopes[0]!.messageId,
+        outcome: "applied",
+        receivedAtMs: 4 * Minute
+      })
+      yield* inbox.record({
+        handler: "audit",
+        messageId: envelopes[1]!.messageId,
+        outcome: "stale",
+        receivedAtMs: 5 * Minute
+      })
       yield* inbox.noteDuplicate("audit", envelopes[1]!.messageId)
       const state = yield* DeadLettersMemoryState
       yield* Ref.set(state.queues, { catalog: [deadLetter("d1", 7 * Minute)], audit: [] })
-      yield* Effect.flatMap(BrokerConnections, (c) => c.report("t-catalog-consumer", ConnectionState.Reconnecting({ since: 9 * Minute, attempt: 3, error: "ECONNREFUSED" })))
+      yield* Effect.flatMap(
+        BrokerConnections,
+        (c) =>
+          c.report(
+            "t-catalog-consumer",
+            ConnectionState.Reconnecting({ since: 9 * Minute, attempt: 3, error: "ECONNREFUSED" })
+          )
+      )
 
       const report = yield* Effect.flatMap(StatusView, (v) => v.report)
-      expect(report.outbox).toEqual({ pending: 3, parked: 0, published: 3, oldestPendingAgeMs: 57_000, publishedLastMinute: 1 })
+      expect(report.outbox).toEqual({
+        pending: 3,
+        parked: 0,
+        published: 3,
+        oldestPendingAgeMs: 57_000,
+        publishedLastMinute: 1
+      })
       const [catalog, audit] = report.handlers
       expect(catalog).toMatchObject({
         handler: "catalog",
@@ -64,11 +95,28 @@ describe("the status view", () => {
         gaps: 1,
         dead: { oldestAgeMs: 3 * Minute }
       })
-      expect(audit).toMatchObject({ handler: "audit", inbox: { applied: 1, stale: 1, duplicates: 1 }, gaps: 0, dead: { oldestAgeMs: null } })
-      expect(report.connections).toEqual([{ name: "t-catalog-consumer", state: "reconnecting", sinceMs: 9 * Minute, attempt: 3, detail: "ECONNREFUSED" }])
+      expect(audit).toMatchObject({
+        handler: "audit",
+        inbox: { applied: 1, stale: 1, duplicates: 1 },
+        gaps: 0,
+        dead: { oldestAgeMs: null }
+      })
+      expect(report.connections).toEqual([{
+        name: "t-catalog-consumer",
+        state: "reconnecting",
+        sinceMs: 9 * Minute,
+        attempt: 3,
+        detail: "ECONNREFUSED"
+      }])
 
       const wire = toStatusWire(report)
-      expect(wire.outbox).toEqual({ pending: 3, parked: 0, published: 3, oldest_pending_age_ms: 57_000, published_last_minute: 1 })
+      expect(wire.outbox).toEqual({
+        pending: 3,
+        parked: 0,
+        published: 3,
+        oldest_pending_age_ms: 57_000,
+        published_last_minute: 1
+      })
       expect(wire.handlers[0]!.inbox!.last_applied_at).toBe(new Date(4 * Minute).toISOString())
       const text = statusTable(report)
       expect(text).toContain("catalog: 1 published event(s) never reached it")

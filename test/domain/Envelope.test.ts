@@ -5,7 +5,12 @@ import { MaterialMother } from "../support/MaterialMother.js"
 
 const event = MaterialMother.event({ revision: 3 })
 const envelope = MaterialMother.envelope(event, "req-1")
-const incoming = { type: envelope.type, schemaVersion: 1, contentType: envelope.contentType, body: Buffer.from(envelope.body) }
+const incoming = {
+  type: envelope.type,
+  schemaVersion: 1,
+  contentType: envelope.contentType,
+  body: Buffer.from(envelope.body)
+}
 
 describe("the material.published.v1 envelope", () => {
   it("carries the fact without the body, under the event id, correlated to the request", () => {
@@ -29,7 +34,9 @@ describe("the material.published.v1 envelope", () => {
 
   it("decodes back to the same event, also under a content type with parameters", () => {
     expect(Either.getOrThrow(decodeEvent(incoming))).toEqual(event)
-    expect(Either.getOrThrow(decodeEvent({ ...incoming, contentType: "Application/JSON; charset=utf-8" }))).toEqual(event)
+    expect(Either.getOrThrow(decodeEvent({ ...incoming, contentType: "Application/JSON; charset=utf-8" }))).toEqual(
+      event
+    )
   })
 
   it.each([
@@ -49,13 +56,19 @@ describe("the material.published.v1 envelope", () => {
     const body = JSON.stringify({ ...JSON.parse(envelope.body), title: "PLACEHOLDER" })
       .replace("\"PLACEHOLDER\"", "[".repeat(10_000) + "]".repeat(10_000))
     const decoded = decodeEvent({ ...incoming, body: Buffer.from(body) })
-    expect(Either.isLeft(decoded) && decoded.left).toMatchObject({ reason: "bad-body", detail: expect.stringContaining("deeper than") })
+    expect(Either.isLeft(decoded) && decoded.left).toMatchObject({
+      reason: "bad-body",
+      detail: expect.stringContaining("deeper than")
+    })
   })
 
   it("a body of raw Latin-1 bytes is refused as bad-body, not read with replacement characters", () => {
     const body = Buffer.concat([Buffer.from(envelope.body.slice(0, -2)), Buffer.from([0xe9, 0xff]), Buffer.from("\"}")])
     const decoded = decodeEvent({ ...incoming, body })
-    expect(Either.isLeft(decoded) && decoded.left).toMatchObject({ reason: "bad-body", detail: "the body is not valid UTF-8" })
+    expect(Either.isLeft(decoded) && decoded.left).toMatchObject({
+      reason: "bad-body",
+      detail: "the body is not valid UTF-8"
+    })
   })
 
   it("a schema-version header holding a deep table is an unknown version, described in a few words", () => {
@@ -71,4 +84,3 @@ describe("the material.published.v1 envelope", () => {
     expect(Either.isLeft(decoded) && decoded.left.detail.length).toBeLessThanOrEqual(MaxDetailLength)
   })
 })
-

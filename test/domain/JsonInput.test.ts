@@ -1,10 +1,20 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { decodeUtf8, depthExceeds, MaxJsonDepth, MaxJsonMembers, parseJson, parseJsonBytes, scanShape, truncate } from "../../src/domain/JsonInput.js"
+import {
+  decodeUtf8,
+  depthExceeds,
+  MaxJsonDepth,
+  MaxJsonMembers,
+  parseJson,
+  parseJsonBytes,
+  scanShape,
+  truncate
+} from "../../src/domain/JsonInput.js"
 
 const nestedArrays = (levels: number, leaf = "1") => "[".repeat(levels) + leaf + "]".repeat(levels)
 const nestedObjects = (levels: number) => "{\"a\":".repeat(levels) + "1" + "}".repeat(levels)
-const refusal = <A>(result: Either.Either<A, { reason: string }>) => Either.isLeft(result) ? result.left.reason : "accepted"
+const refusal = <A>(result: Either.Either<A, { reason: string }>) =>
+  Either.isLeft(result) ? result.left.reason : "accepted"
 
 describe("bounded JSON input", () => {
   it("refuses raw Latin-1 bytes instead of replacing them with U+FFFD", () => {
@@ -23,7 +33,9 @@ describe("bounded JSON input", () => {
   })
 
   it("accepts well-formed UTF-8 and drops a leading byte order mark", () => {
-    expect(decodeUtf8(Buffer.from("\ufeff{\"t\":\"café ж 🐇\"}", "utf8"))).toEqual(Either.right("{\"t\":\"café ж 🐇\"}"))
+    expect(decodeUtf8(Buffer.from("\ufeff{\"t\":\"café ж 🐇\"}", "utf8"))).toEqual(
+      Either.right("{\"t\":\"café ж 🐇\"}")
+    )
   })
 
   it("refuses nesting past the bound, for arrays and objects, at 10,000 and 100,000 levels", () => {
@@ -72,4 +84,3 @@ describe("bounded JSON input", () => {
     expect(scanShape(JSON.stringify({ a: [[1]] }), 2, 10)).toMatchObject({ reason: "too-deep" })
   })
 })
-

@@ -78,8 +78,10 @@ describe("PublishMaterial command validation", () => {
   })
 
   it("a field nested 10,000 levels deep never reaches the schema: the parser refuses it", () => {
-    const text = JSON.stringify({ ...valid, title: "PLACEHOLDER" }).replace("\"PLACEHOLDER\"", "[".repeat(10_000) + "]".repeat(10_000))
+    const text = JSON.stringify({ ...valid, title: "PLACEHOLDER" }).replace(
+      "\"PLACEHOLDER\"",
+      "[".repeat(10_000) + "]".repeat(10_000)
+    )
     expect(Either.getLeft(parseJson(text))).toMatchObject(Option.some({ reason: "too-deep" }))
   })
 })
-

@@ -7,8 +7,8 @@ import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiRole } from "../../src/roles/api.js"
 import { ApiStores } from "../../src/roles/databases.js"
 import { tempDataDir, uniquePrefix } from "../support/broker.js"
-import { baseUrl, countRows, get, post, startRoles, testSettings } from "../support/roles.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { baseUrl, countRows, get, post, startRoles, testSettings } from "../support/roles.js"
 
 const valid = MaterialMother.wire(MaterialMother.command({ materialId: "news/2026/budget", revision: 2 }))
 const rowsOf = (dir: string) => ({
@@ -45,11 +45,23 @@ describe("publication API over HTTP and SQLite", () => {
         [400, "title", yield* post(base, "k-6", { ...valid, title: undefined })],
         [400, "material_id", yield* post(base, "k-7", { ...valid, material_id: "white space" })],
         [413, "body", yield* post(base, "k-8", { ...valid, revision: 3, body: "x".repeat(1024 * 1024 + 1) })],
-        [413, undefined, yield* post(base, "k-9", undefined, JSON.stringify({ ...valid, body: "x".repeat(8 * 1024 * 1024) }))]
+        [
+          413,
+          undefined,
+          yield* post(base, "k-9", undefined, JSON.stringify({ ...valid, body: "x".repeat(8 * 1024 * 1024) }))
+        ]
       ] as const
       for (const [status, field, response] of problems) {
-        expect({ status: response.status, type: response.headers.get("content-type") }).toEqual({ status, type: "application/problem+json" })
-        expect(response.body).toMatchObject({ status, type: expect.stringMatching(/^urn:dostavka:problem:/), title: expect.any(String), detail: expect.any(String) })
+        expect({ status: response.status, type: response.headers.get("content-type") }).toEqual({
+          status,
+          type: "application/problem+json"
+        })
+        expect(response.body).toMatchObject({
+          status,
+          type: expect.stringMatching(/^urn:dostavka:problem:/),
+          title: expect.any(String),
+          detail: expect.any(String)
+        })
         if (field !== undefined) expect(response.body.errors.map((e: { field: string }) => e.field)).toContain(field)
       }
       const escaped = yield* post(base, "k-10", { ...valid, revision: 3, body: "\u0001".repeat(1024 * 1024) })
@@ -58,9 +70,19 @@ describe("publication API over HTTP and SQLite", () => {
       expect(rowsOf(dir)).toEqual({ materials: 2, requests: 2, outbox: 2 })
 
       const publication = yield* get(base, `/v1/publications/${accepted.body.request_id}`)
-      expect(publication.body).toMatchObject({ event_id: accepted.body.event_id, material_id: "news/2026/budget", revision: 2, status: "pending" })
+      expect(publication.body).toMatchObject({
+        event_id: accepted.body.event_id,
+        material_id: "news/2026/budget",
+        revision: 2,
+        status: "pending"
+      })
       const material = yield* get(base, `/v1/materials/news/2026/budget`)
-      expect(material.body).toMatchObject({ material_id: "news/2026/budget", revision: 3, status: "pending", event_id: escaped.body.event_id })
+      expect(material.body).toMatchObject({
+        material_id: "news/2026/budget",
+        revision: 3,
+        status: "pending",
+        event_id: escaped.body.event_id
+      })
       expect(material.body).not.toHaveProperty("body")
       expect((yield* get(base, "/v1/materials/unknown")).status).toBe(404)
       expect((yield* get(base, "/v1/publications/nope")).status).toBe(404)
@@ -69,10 +91,14 @@ describe("publication API over HTTP and SQLite", () => {
   it.scopedLive("a failure after the material and request rows are written leaves no partial rows in api.db", () =>
     Effect.gen(function*() {
       const dir = yield* tempDataDir
-      const failingOutbox = Layer.effect(Outbox, Effect.map(Outbox, (outbox) => ({
-        ...outbox,
-        enqueue: () => Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "forced" }))
-      })))
+      const failingOutbox = Layer.effect(
+        Outbox,
+        Effect.map(Outbox, (outbox) => ({
+          ...outbox,
+          enqueue: () =>
+            Effect.fail(new PersistenceError({ operation: "outbox.enqueue", kind: "unavailable", cause: "forced" }))
+        }))
+      )
       const error = yield* Effect.flip(publishMaterial(MaterialMother.key(), MaterialMother.command())).pipe(
         Effect.provide(failingOutbox),
         Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer)),

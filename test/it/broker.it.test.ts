@@ -1,16 +1,24 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
-import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
 import { declareTopology, namesOf, topologyOf, topologyPlanOf } from "../../src/adapters/amqp/Topology.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
-import { cleanupTopology, testAccess, eventually, tempDataDir, testConnection, testRetryByHandler, uniquePrefix } from "../support/broker.js"
-import { query, startRoles, testSettings } from "../support/roles.js"
+import {
+  cleanupTopology,
+  eventually,
+  tempDataDir,
+  testAccess,
+  testConnection,
+  testRetryByHandler,
+  uniquePrefix
+} from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { query, startRoles, testSettings } from "../support/roles.js"
 
 describe("relay and topology on the real broker", () => {
   it.scopedLive("the relay publishes a persistent message carrying every envelope property", () =>
@@ -19,16 +27,25 @@ describe("relay and topology on the real broker", () => {
       const prefix = uniquePrefix("relay")
       yield* cleanupTopology(prefix)
       const settings = testSettings(prefix, dir)
-      const accepted = yield* publishMaterial(MaterialMother.key(), MaterialMother.command({ materialId: "guides/confirms", revision: 4 })).pipe(
+      const accepted = yield* publishMaterial(
+        MaterialMother.key(),
+        MaterialMother.command({ materialId: "guides/confirms", revision: 4 })
+      ).pipe(
         Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer)),
         Effect.provide(settings)
       )
       yield* startRoles(RelayRole, settings)
-      yield* eventually(Effect.sync(() => query(dir, "api", "SELECT published_at FROM outbox")[0]), (row) => row?.published_at != null)
+      yield* eventually(
+        Effect.sync(() => query(dir, "api", "SELECT published_at FROM outbox")[0]),
+        (row) => row?.published_at != null
+      )
 
       const connection = yield* testConnection
       const channel = yield* Effect.promise(() => connection.createChannel())
-      const message = yield* eventually(Effect.promise(() => channel.get(namesOf(prefix).queue("audit"), { noAck: true })), (m) => m !== false)
+      const message = yield* eventually(
+        Effect.promise(() => channel.get(namesOf(prefix).queue("audit"), { noAck: true })),
+        (m) => m !== false
+      )
       if (message === false) return
       const [row] = query<{ timestamp_ms: number }>(dir, "api", "SELECT timestamp_ms FROM outbox")
       expect(message.fields).toMatchObject({ exchange: `${prefix}.events`, routingKey: "material.published.v1" })
@@ -87,14 +104,28 @@ describe("relay and topology on the real broker", () => {
       yield* cleanupTopology(prefix)
       const connection = yield* testConnection
       const channel = yield* Effect.promise(() => connection.createChannel())
-      yield* Effect.promise(() => channel.assertQueue(`${prefix}.catalog`, { durable: true, arguments: { "x-max-length": 10 } }))
-      const error = yield* Effect.flip(Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
-        declareTopology(c, topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler })))))
+      yield* Effect.promise(() =>
+        channel.assertQueue(`${prefix}.catalog`, { durable: true, arguments: { "x-max-length": 10 } })
+      )
+      const error = yield* Effect.flip(
+        Effect.scoped(
+          Effect.flatMap(
+            openConnection(testAccess, "dostavka-test"),
+            (c) => declareTopology(c, topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }))
+          )
+        )
+      )
       expect(error._tag).toBe("TopologyMismatch")
       expect(error).toMatchObject({ object: `queue '${prefix}.catalog'` })
       expect(error.message).toContain("PRECONDITION_FAILED")
       // Declaring again the same way is idempotent for the objects that agree.
-      yield* Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
-        declareTopology(c, { ...topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }), queues: [], bindings: [] })))
+      yield* Effect.scoped(
+        Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
+          declareTopology(c, {
+            ...topologyOf({ prefix, queueType: "classic", retry: testRetryByHandler }),
+            queues: [],
+            bindings: []
+          }))
+      )
     }).pipe(Effect.provide(AmqpClient.live)))
 })

@@ -1,6 +1,6 @@
-import { describe, expect, it } from "vitest"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
+import { describe, expect, it } from "vitest"
 import { hasPrivateBrokerSupport, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
 
 /**
@@ -19,7 +19,10 @@ if (!hasPrivateBrokerSupport) console.log(`chaos.it.test.ts skipped: ${privateBr
 describe.skipIf(!hasPrivateBrokerSupport)("chaos, quick", () => {
   it("survives one fault of each kind with every invariant holding (exit 0)", async () => {
     const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "scripts/chaos.ts", "--quick"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+      const child = spawn(process.execPath, ["--import", "tsx", "scripts/chaos.ts", "--quick"], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
       let output = ""
       child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")))
       child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")))
@@ -31,7 +34,9 @@ describe.skipIf(!hasPrivateBrokerSupport)("chaos, quick", () => {
       })
     })
     const lines = output.split("\n")
-    console.log(code === 0 ? `${lines[0]}\n${lines.find((l) => l.startsWith("PASSED")) ?? ""}` : lines.slice(-80).join("\n"))
+    console.log(
+      code === 0 ? `${lines[0]}\n${lines.find((l) => l.startsWith("PASSED")) ?? ""}` : lines.slice(-80).join("\n")
+    )
     expect(output).toMatch(/PASSED: every invariant holds/)
     expect(code).toBe(0)
   }, timeoutMs)

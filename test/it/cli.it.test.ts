@@ -4,26 +4,54 @@ import { spawn } from "node:child_process"
 import { createServer, type Server } from "node:net"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
-import { amqpUrl, cleanupTopology, depthOf, eventually, publishRaw, tempDataDir, uniquePrefix } from "../support/broker.js"
-import { startRoles, testSettings } from "../support/roles.js"
+import {
+  amqpUrl,
+  cleanupTopology,
+  depthOf,
+  eventually,
+  publishRaw,
+  tempDataDir,
+  uniquePrefix
+} from "../support/broker.js"
 import { dostavka, projectRoot } from "../support/cli.js"
+import { startRoles, testSettings } from "../support/roles.js"
 
 describe("the command line", () => {
-  it.live("a bad setting or argument is one line on stderr, naming it and what is accepted, and exit code 2", () =>
-    Effect.gen(function*() {
-      const cases = [
-        [["--role", "api"], { DOSTAVKA_HTTP_PORT: "abc" }, 'dostavka: configuration: DOSTAVKA_HTTP_PORT="abc" is not accepted: use an integer from 1 to 65535'],
-        [["--role", "relay"], { DOSTAVKA_QUEUE_TYPE: "stream" }, 'dostavka: configuration: DOSTAVKA_QUEUE_TYPE="stream" is not accepted: use classic or quorum'],
-        [["--role", "catalog"], { DOSTAVKA_PREFETCH: "0" }, 'dostavka: configuration: DOSTAVKA_PREFETCH="0" is not accepted: use an integer from 1 to 65535'],
-        [["--role", "bogus"], {}, 'dostavka: --role "bogus" is not a role: use api, relay, catalog, audit, all'],
-        [["dead", "list", "--handler", "catalog"], { DOSTAVKA_LOG_LEVEL: "loud" }, 'dostavka: configuration: DOSTAVKA_LOG_LEVEL="loud" is not accepted: use debug, info, warning or error']
-      ] as const
-      const results = yield* Effect.forEach(cases, ([args, env]) => dostavka(args, env), { concurrency: 3 })
-      for (const [i, [, , line]] of cases.entries()) {
-        expect(results[i]!.code).toBe(2)
-        expect(results[i]!.stderr.trim()).toBe(line)
-      }
-    }), 120_000)
+  it.live(
+    "a bad setting or argument is one line on stderr, naming it and what is accepted, and exit code 2",
+    () =>
+      Effect.gen(function*() {
+        const cases = [
+          [
+            ["--role", "api"],
+            { DOSTAVKA_HTTP_PORT: "abc" },
+            "dostavka: configuration: DOSTAVKA_HTTP_PORT=\"abc\" is not accepted: use an integer from 1 to 65535"
+          ],
+          [
+            ["--role", "relay"],
+            { DOSTAVKA_QUEUE_TYPE: "stream" },
+            "dostavka: configuration: DOSTAVKA_QUEUE_TYPE=\"stream\" is not accepted: use classic or quorum"
+          ],
+          [
+            ["--role", "catalog"],
+            { DOSTAVKA_PREFETCH: "0" },
+            "dostavka: configuration: DOSTAVKA_PREFETCH=\"0\" is not accepted: use an integer from 1 to 65535"
+          ],
+          [["--role", "bogus"], {}, "dostavka: --role \"bogus\" is not a role: use api, relay, catalog, audit, all"],
+          [
+            ["dead", "list", "--handler", "catalog"],
+            { DOSTAVKA_LOG_LEVEL: "loud" },
+            "dostavka: configuration: DOSTAVKA_LOG_LEVEL=\"loud\" is not accepted: use debug, info, warning or error"
+          ]
+        ] as const
+        const results = yield* Effect.forEach(cases, ([args, env]) => dostavka(args, env), { concurrency: 3 })
+        for (const [i, [, , line]] of cases.entries()) {
+          expect(results[i]!.code).toBe(2)
+          expect(results[i]!.stderr.trim()).toBe(line)
+        }
+      }),
+    120_000
+  )
 
   it.live("--help and --version work whatever the environment holds", () =>
     Effect.gen(function*() {
@@ -37,71 +65,111 @@ describe("the command line", () => {
       expect(version.stdout.trim()).toBe("0.1.0")
     }), 60_000)
 
-  it.scopedLive("dead list and outbox list print what an operator needs, in a table and as JSON", () =>
-    Effect.gen(function*() {
-      const dir = yield* tempDataDir
-      const prefix = uniquePrefix("cli")
-      yield* cleanupTopology(prefix)
-      yield* startRoles(CatalogRole, testSettings(prefix, dir))
-      const names = namesOf(prefix)
-      yield* publishRaw(amqpUrl, [{
-        exchange: names.exchange,
-        routingKey: "material.published.v1",
-        content: Buffer.from("{bad"),
-        options: { messageId: "cli-poison", type: "material.published.v1", contentType: "application/json", headers: { "x-schema-version": 1 } }
-      }])
-      yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 1)
-      const env = { DOSTAVKA_PREFIX: prefix, DOSTAVKA_DATA_DIR: dir }
-      const table = yield* dostavka(["dead", "list", "--handler", "catalog"], env)
-      expect(table.code).toBe(0)
-      const [header, row] = table.stdout.trim().split("\n")
-      expect(header).toMatch(/^MESSAGE ID\s+REASON\s+ATTEMPTS\s+AGE\s+ERROR$/)
-      expect(row).toMatch(/^cli-poison\s+incompatible\s+0\s+\d+s\s+IncompatibleMessage\/UndecodableMessage.bad-body: the body is not valid JSON/)
-      const json = yield* dostavka(["dead", "show", "--handler", "catalog", "--id", "cli-poison", "--json"], env)
-      expect(JSON.parse(json.stdout)).toMatchObject({ message_id: "cli-poison", reason: "incompatible", body: "{bad", bodyEncoding: "utf-8" })
-      expect(yield* depthOf(amqpUrl, names.deadQueue("catalog"))).toBe(1)
-      const parked = yield* dostavka(["outbox", "list", "--parked", "--json"], env)
-      expect(parked).toMatchObject({ code: 0 })
-      expect(JSON.parse(parked.stdout)).toEqual([])
-      const purge = yield* dostavka(["dead", "purge", "--handler", "catalog", "--all"], env)
-      expect(purge).toMatchObject({ code: 2, stderr: "dostavka: purge deletes dead letters for good; add --yes to do it\n" })
-    }), 120_000)
+  it.scopedLive(
+    "dead list and outbox list print what an operator needs, in a table and as JSON",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("cli")
+        yield* cleanupTopology(prefix)
+        yield* startRoles(CatalogRole, testSettings(prefix, dir))
+        const names = namesOf(prefix)
+        yield* publishRaw(amqpUrl, [{
+          exchange: names.exchange,
+          routingKey: "material.published.v1",
+          content: Buffer.from("{bad"),
+          options: {
+            messageId: "cli-poison",
+            type: "material.published.v1",
+            contentType: "application/json",
+            headers: { "x-schema-version": 1 }
+          }
+        }])
+        yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 1)
+        const env = { DOSTAVKA_PREFIX: prefix, DOSTAVKA_DATA_DIR: dir }
+        const table = yield* dostavka(["dead", "list", "--handler", "catalog"], env)
+        expect(table.code).toBe(0)
+        const [header, row] = table.stdout.trim().split("\n")
+        expect(header).toMatch(/^MESSAGE ID\s+REASON\s+ATTEMPTS\s+AGE\s+ERROR$/)
+        expect(row).toMatch(
+          /^cli-poison\s+incompatible\s+0\s+\d+s\s+IncompatibleMessage\/UndecodableMessage.bad-body: the body is not valid JSON/
+        )
+        const json = yield* dostavka(["dead", "show", "--handler", "catalog", "--id", "cli-poison", "--json"], env)
+        expect(JSON.parse(json.stdout)).toMatchObject({
+          message_id: "cli-poison",
+          reason: "incompatible",
+          body: "{bad",
+          bodyEncoding: "utf-8"
+        })
+        expect(yield* depthOf(amqpUrl, names.deadQueue("catalog"))).toBe(1)
+        const parked = yield* dostavka(["outbox", "list", "--parked", "--json"], env)
+        expect(parked).toMatchObject({ code: 0 })
+        expect(JSON.parse(parked.stdout)).toEqual([])
+        const purge = yield* dostavka(["dead", "purge", "--handler", "catalog", "--all"], env)
+        expect(purge).toMatchObject({
+          code: 2,
+          stderr: "dostavka: purge deletes dead letters for good; add --yes to do it\n"
+        })
+      }),
+    120_000
+  )
 
-  it.live("a broker that refuses the login stops a role at start with one line, instead of retrying forever", () =>
-    Effect.gen(function*() {
-      const refused = yield* dostavka(["--role", "relay"], { DOSTAVKA_AMQP_URL: "amqp://guest:wrong-password@127.0.0.1:5672", DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-refused" })
-      expect(refused.code).toBe(1)
-      const lines = refused.stderr.trim().split("\n")
-      expect(lines.at(-1)).toMatch(/^dostavka: stopped: broker refused the connection \(authentication\): .*ACCESS.REFUSED/)
-      expect(refused.stderr).not.toContain("wrong-password")
-    }), 60_000)
+  it.live(
+    "a broker that refuses the login stops a role at start with one line, instead of retrying forever",
+    () =>
+      Effect.gen(function*() {
+        const refused = yield* dostavka(["--role", "relay"], {
+          DOSTAVKA_AMQP_URL: "amqp://guest:wrong-password@127.0.0.1:5672",
+          DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-refused"
+        })
+        expect(refused.code).toBe(1)
+        const lines = refused.stderr.trim().split("\n")
+        expect(lines.at(-1)).toMatch(
+          /^dostavka: stopped: broker refused the connection \(authentication\): .*ACCESS.REFUSED/
+        )
+        expect(refused.stderr).not.toContain("wrong-password")
+      }),
+    60_000
+  )
 
-  it.live("a broker that accepts TCP and never speaks AMQP: each attempt ends, and SIGTERM stops the role within 10 s", () =>
-    Effect.gen(function*() {
-      const silent = yield* Effect.acquireRelease(
-        Effect.async<Server>((resume) => {
-          const server = createServer(() => {})
-          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-        }),
-        (server) => Effect.sync(() => server.close())
-      )
-      const address = silent.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "catalog"], {
-        cwd: projectRoot,
-        env: { ...process.env, DOSTAVKA_AMQP_URL: `amqp://guest:guest@127.0.0.1:${port}`, DOSTAVKA_CONNECT_TIMEOUT_MS: "500", DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-silent" },
-        stdio: ["ignore", "ignore", "pipe"]
-      })
-      let stderr = ""
-      child.stderr.on("data", (chunk) => (stderr += String(chunk)))
-      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-      yield* eventually(Effect.sync(() => stderr.split("waiting for the broker").length - 1), (attempts) => attempts >= 2, 30_000)
-      expect(stderr).toContain("connect ETIMEDOUT")
-      const signalledAt = Date.now()
-      child.kill("SIGTERM")
-      const code = yield* Effect.promise(() => exited)
-      expect(Date.now() - signalledAt).toBeLessThan(10_000)
-      expect(code).toBe(0)
-    }).pipe(Effect.scoped), 60_000)
+  it.live(
+    "a broker that accepts TCP and never speaks AMQP: each attempt ends, and SIGTERM stops the role within 10 s",
+    () =>
+      Effect.gen(function*() {
+        const silent = yield* Effect.acquireRelease(
+          Effect.async<Server>((resume) => {
+            const server = createServer(() => {})
+            server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+          }),
+          (server) => Effect.sync(() => server.close())
+        )
+        const address = silent.address()
+        const port = typeof address === "object" && address !== null ? address.port : 0
+        const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "catalog"], {
+          cwd: projectRoot,
+          env: {
+            ...process.env,
+            DOSTAVKA_AMQP_URL: `amqp://guest:guest@127.0.0.1:${port}`,
+            DOSTAVKA_CONNECT_TIMEOUT_MS: "500",
+            DOSTAVKA_DATA_DIR: "/tmp/dostavka-cli-silent"
+          },
+          stdio: ["ignore", "ignore", "pipe"]
+        })
+        let stderr = ""
+        child.stderr.on("data", (chunk) => (stderr += String(chunk)))
+        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+        yield* eventually(
+          Effect.sync(() => stderr.split("waiting for the broker").length - 1),
+          (attempts) => attempts >= 2,
+          30_000
+        )
+        expect(stderr).toContain("connect ETIMEDOUT")
+        const signalledAt = Date.now()
+        child.kill("SIGTERM")
+        const code = yield* Effect.promise(() => exited)
+        expect(Date.now() - signalledAt).toBeLessThan(10_000)
+        expect(code).toBe(0)
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })
-

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Redacted } from "effect"
 import * as amqp from "amqplib"
 import type { GetMessage } from "amqplib"
-import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { Duration, Effect, Layer, Redacted } from "effect"
 import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
+import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { KitHeaders } from "../../src/adapters/amqp/FailureHeaders.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
-import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
 import {
   cleanupTopology,
@@ -20,12 +20,15 @@ import {
   testRetryByHandler,
   uniquePrefix
 } from "../support/broker.js"
+import { MaterialMother } from "../support/MaterialMother.js"
 import { hasPrivateBrokerSupport, privateBroker, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
 import { type CapturedLog, countRows, startRoles, testSettings } from "../support/roles.js"
-import { MaterialMother } from "../support/MaterialMother.js"
 
 const declare = (prefix: string, queueType: "classic" | "quorum") =>
-  Effect.scoped(Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) => declareTopology(c, topologyOf({ prefix, queueType, retry: testRetryByHandler }))))
+  Effect.scoped(
+    Effect.flatMap(openConnection(testAccess, "dostavka-test"), (c) =>
+      declareTopology(c, topologyOf({ prefix, queueType, retry: testRetryByHandler })))
+  )
 
 describe("dead letters on the real broker", () => {
   it.scopedLive("undecodable and unknown-version messages land on the handler's dead queue, whole and with the reason; the consumer carries on", () =>
@@ -79,27 +82,42 @@ describe("dead letters on the real broker", () => {
       })
     }))
 
-  it.each(["classic", "quorum"] as const)("a %s handler queue dead-letters what its consumer rejects onto the handler's dead queue", (queueType) =>
-    Effect.gen(function*() {
-      const prefix = uniquePrefix(`dlx-${queueType}`)
-      yield* cleanupTopology(prefix)
-      yield* declare(prefix, queueType)
-      const names = namesOf(prefix)
-      const connection = yield* testConnection
-      const channel = yield* Effect.promise(() => connection.createConfirmChannel())
-      yield* Effect.promise(() => {
-        channel.publish(names.exchange, "material.published.v1", Buffer.from("payload"), { messageId: "m-1", persistent: true })
-        return channel.waitForConfirms()
-      })
-      const delivery = yield* eventually(Effect.promise(() => channel.get(names.queue("audit"), { noAck: false })), (m) => m !== false)
-      if (delivery === false) return
-      channel.nack(delivery, false, false)
-      const dead = yield* eventually(Effect.promise(() => channel.get(names.deadQueue("audit"), { noAck: true })), (m) => m !== false)
-      if (dead === false) return
-      expect(dead.content.toString()).toBe("payload")
-      expect(dead.properties.messageId).toBe("m-1")
-      expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({ queue: names.queue("audit"), reason: "rejected" })
-    }).pipe(Effect.scoped, Effect.provide(AmqpClient.live), Effect.runPromise))
+  it.each(["classic", "quorum"] as const)(
+    "a %s handler queue dead-letters what its consumer rejects onto the handler's dead queue",
+    (queueType) =>
+      Effect.gen(function*() {
+        const prefix = uniquePrefix(`dlx-${queueType}`)
+        yield* cleanupTopology(prefix)
+        yield* declare(prefix, queueType)
+        const names = namesOf(prefix)
+        const connection = yield* testConnection
+        const channel = yield* Effect.promise(() => connection.createConfirmChannel())
+        yield* Effect.promise(() => {
+          channel.publish(names.exchange, "material.published.v1", Buffer.from("payload"), {
+            messageId: "m-1",
+            persistent: true
+          })
+          return channel.waitForConfirms()
+        })
+        const delivery = yield* eventually(
+          Effect.promise(() => channel.get(names.queue("audit"), { noAck: false })),
+          (m) => m !== false
+        )
+        if (delivery === false) return
+        channel.nack(delivery, false, false)
+        const dead = yield* eventually(
+          Effect.promise(() => channel.get(names.deadQueue("audit"), { noAck: true })),
+          (m) => m !== false
+        )
+        if (dead === false) return
+        expect(dead.content.toString()).toBe("payload")
+        expect(dead.properties.messageId).toBe("m-1")
+        expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({
+          queue: names.queue("audit"),
+          reason: "rejected"
+        })
+      }).pipe(Effect.scoped, Effect.provide(AmqpClient.live), Effect.runPromise)
+  )
 
   it.scopedLive("an event body nested 10,000 levels deep is dead-lettered as bad-body; both receivers go on with what follows", () =>
     Effect.gen(function*() {
@@ -121,9 +139,15 @@ describe("dead letters on the real broker", () => {
           return channel.waitForConfirms()
         })
       }
-      yield* eventually(Effect.sync(() => [countRows(dir, "catalog", "inbox"), countRows(dir, "audit", "inbox")]), ([c, a]) => c === 1 && a === 1)
+      yield* eventually(
+        Effect.sync(() => [countRows(dir, "catalog", "inbox"), countRows(dir, "audit", "inbox")]),
+        ([c, a]) => c === 1 && a === 1
+      )
       for (const handler of ["catalog", "audit"] as const) {
-        const dead = yield* eventually(Effect.promise(() => channel.get(names.deadQueue(handler), { noAck: true })), (m) => m !== false)
+        const dead = yield* eventually(
+          Effect.promise(() => channel.get(names.deadQueue(handler), { noAck: true })),
+          (m) => m !== false
+        )
         if (dead === false) return
         expect(dead.properties.messageId).toBe(poison.messageId)
         expect(dead.properties.headers?.[KitHeaders.reason]).toBe("incompatible")
@@ -147,8 +171,11 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
         const names = namesOf(prefix)
         const logs: Array<CapturedLog> = []
         yield* startRoles(CatalogRole, testSettings(prefix, dir, { amqpUrl: Redacted.make(broker.url) }), { logs })
-        const connection = yield* Effect.acquireRelease(Effect.promise(() => amqp.connect(broker.url)), (c) => Effect.promise(() => c.close().catch(() => undefined)))
-        const channel = yield* Effect.promise(() => connection.createConfirmChannel())
+        const connection = yield* Effect.acquireRelease(Effect.promise(() => amqp.connect(broker.url)), (c) =>
+          Effect.promise(() => c.close().catch(() => undefined)))
+        const channel = yield* Effect.promise(() =>
+          connection.createConfirmChannel()
+        )
         // Undecodable, with a 3,800-byte header: it fits a 4 KiB frame, its dead copy with
         // the kit's headers does not.
         yield* Effect.promise(() => {
@@ -166,12 +193,22 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
           return channel.waitForConfirms()
         })
         yield* eventually(Effect.sync(() => countRows(dir, "catalog", "inbox")), (n) => n === 1, 30_000)
-        const dead = yield* eventually(Effect.promise(() => channel.get(names.deadQueue("catalog"), { noAck: true })), (m) => m !== false, 30_000)
+        const dead = yield* eventually(
+          Effect.promise(() => channel.get(names.deadQueue("catalog"), { noAck: true })),
+          (m) => m !== false,
+          30_000
+        )
         if (dead === false) return
         expect(dead.properties.messageId).toBe("poison-frame")
         expect(dead.content.toString()).toBe("{not json")
-        expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({ queue: names.queue("catalog"), reason: "rejected", count: 1 })
-        expect(yield* Effect.promise(() => channel.checkQueue(names.queue("catalog")))).toMatchObject({ messageCount: 0 })
+        expect(dead.properties.headers?.["x-death"]?.[0]).toMatchObject({
+          queue: names.queue("catalog"),
+          reason: "rejected",
+          count: 1
+        })
+        expect(yield* Effect.promise(() => channel.checkQueue(names.queue("catalog")))).toMatchObject({
+          messageCount: 0
+        })
         // The broker closes the publishing connection on the oversized frame, an unknown
         // outcome: handed back at most three times, then rejected; never a loop.
         const rejections = logs.filter((l) => l.message.startsWith("copy not written"))
@@ -188,14 +225,22 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
         const dir = yield* tempDataDir
         const prefix = uniquePrefix("alarm")
         const names = namesOf(prefix)
-        const settings = testSettings(prefix, dir, { amqpUrl: Redacted.make(broker.url), confirmTimeout: Duration.seconds(1) })
+        const settings = testSettings(prefix, dir, {
+          amqpUrl: Redacted.make(broker.url),
+          confirmTimeout: Duration.seconds(1)
+        })
         const first = yield* startRoles(CatalogRole, settings)
         yield* first.stop
         yield* publishRaw(broker.url, [{
           exchange: names.exchange,
           routingKey: "material.published.v1",
           content: Buffer.from("{bad"),
-          options: { messageId: "alarm-1", type: "material.published.v1", contentType: "application/json", headers: { "x-schema-version": 1 } }
+          options: {
+            messageId: "alarm-1",
+            type: "material.published.v1",
+            contentType: "application/json",
+            headers: { "x-schema-version": 1 }
+          }
         }])
         yield* broker.ctl("set_vm_memory_high_watermark", "absolute", "1")
         yield* startRoles(CatalogRole, settings)
@@ -205,11 +250,18 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
         yield* eventually(depthOf(broker.url, names.deadQueue("catalog")), (n) => n >= 1, 30_000)
         yield* Effect.sleep("2 seconds")
         const dead = yield* peekQueue(broker.url, names.deadQueue("catalog"))
-        expect(dead.map((m) => [m.properties.messageId, m.properties.headers?.[KitHeaders.reason], m.properties.headers?.["x-death"] === undefined]))
+        expect(
+          dead.map((
+            m
+          ) => [
+            m.properties.messageId,
+            m.properties.headers?.[KitHeaders.reason],
+            m.properties.headers?.["x-death"] === undefined
+          ])
+        )
           .toEqual([["alarm-1", "incompatible", true]])
         expect(yield* depthOf(broker.url, names.queue("catalog"))).toBe(0)
       }),
     120_000
   )
 })
-

@@ -1,17 +1,25 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import { catalogHandler } from "../../src/app/handlers.js"
-import { judge, Verdict } from "../../src/app/receive.js"
 import * as amqp from "amqplib"
+import { Effect, Layer } from "effect"
 import { toIncoming } from "../../src/adapters/amqp/AmqpConsumer.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
+import { catalogHandler } from "../../src/app/handlers.js"
+import { judge, Verdict } from "../../src/app/receive.js"
 import { ApiRole } from "../../src/roles/api.js"
 import { CatalogStores } from "../../src/roles/databases.js"
-import { RelayRole } from "../../src/roles/relay.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
-import { amqpUrl, cleanupTopology, eventually, tempDataDir, testConnection, testRetry, uniquePrefix } from "../support/broker.js"
-import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
+import { RelayRole } from "../../src/roles/relay.js"
+import {
+  amqpUrl,
+  cleanupTopology,
+  eventually,
+  tempDataDir,
+  testConnection,
+  testRetry,
+  uniquePrefix
+} from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
 
 /** `materials` × `revisions` publication requests, revisions of each material in order. */
 const publishAll = (base: string, materials: number, revisions: number, tag: string) =>
@@ -19,11 +27,15 @@ const publishAll = (base: string, materials: number, revisions: number, tag: str
     Array.from({ length: materials }, (_, m) => m),
     (m) =>
       Effect.forEach(Array.from({ length: revisions }, (_, r) => r + 1), (revision) =>
-        post(base, `${tag}-${m}-${revision}`, MaterialMother.wire(MaterialMother.command({
-          materialId: `${tag}/material-${m}`,
-          revision,
-          title: `Material ${m}, revision ${revision}`
-        }))).pipe(Effect.tap((response) => expect(response.status).toBe(202)))),
+        post(
+          base,
+          `${tag}-${m}-${revision}`,
+          MaterialMother.wire(MaterialMother.command({
+            materialId: `${tag}/material-${m}`,
+            revision,
+            title: `Material ${m}, revision ${revision}`
+          }))
+        ).pipe(Effect.tap((response) => expect(response.status).toBe(202)))),
     { concurrency: 10, discard: true }
   )
 
@@ -42,19 +54,33 @@ describe("end to end on the real broker", () => {
       const dir = yield* tempDataDir
       const prefix = uniquePrefix("e2e")
       yield* cleanupTopology(prefix)
-      const { context } = yield* startRoles(Layer.mergeAll(ApiRole, RelayRole, CatalogRole, AuditRole), testSettings(prefix, dir))
+      const { context } = yield* startRoles(
+        Layer.mergeAll(ApiRole, RelayRole, CatalogRole, AuditRole),
+        testSettings(prefix, dir)
+      )
       yield* publishAll(baseUrl(context), 60, 5, "e2e")
 
       yield* eventually(Effect.sync(() => countRows(dir, "audit", "audit_records")), (n) => n >= 300, 60_000)
       yield* eventually(Effect.sync(() => countRows(dir, "catalog", "inbox")), (n) => n >= 300, 60_000)
       expect(countRows(dir, "audit", "audit_records")).toBe(300)
       expect(query(dir, "audit", "SELECT COUNT(DISTINCT event_id) AS n FROM audit_records")[0]).toEqual({ n: 300 })
-      const events = query<{ event_id: string }>(dir, "api", "SELECT event_id FROM materials").map((r) => r.event_id).sort()
-      expect(query<{ event_id: string }>(dir, "audit", "SELECT event_id FROM audit_records").map((r) => r.event_id).sort()).toEqual(events)
-      const catalog = query<{ material_id: string; revision: number; title: string }>(dir, "catalog", "SELECT material_id, revision, title FROM catalog_entries ORDER BY material_id")
+      const events = query<{ event_id: string }>(dir, "api", "SELECT event_id FROM materials").map((r) => r.event_id)
+        .sort()
+      expect(
+        query<{ event_id: string }>(dir, "audit", "SELECT event_id FROM audit_records").map((r) => r.event_id).sort()
+      ).toEqual(events)
+      const catalog = query<{ material_id: string; revision: number; title: string }>(
+        dir,
+        "catalog",
+        "SELECT material_id, revision, title FROM catalog_entries ORDER BY material_id"
+      )
       expect(catalog).toHaveLength(60)
       for (const entry of catalog) {
-        expect(entry).toEqual({ material_id: entry.material_id, revision: 5, title: `Material ${entry.material_id.split("-")[1]}, revision 5` })
+        expect(entry).toEqual({
+          material_id: entry.material_id,
+          revision: 5,
+          title: `Material ${entry.material_id.split("-")[1]}, revision 5`
+        })
       }
       expect(query(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]).toEqual({ n: 0 })
     }))
@@ -84,7 +110,10 @@ describe("end to end on the real broker", () => {
 
       // The real catalog starts, gets the redelivery, and finds the receipt.
       yield* startRoles(CatalogRole, settings)
-      yield* eventually(Effect.sync(() => query<{ duplicates: number }>(dir, "catalog", "SELECT duplicates FROM inbox")[0]?.duplicates), (n) => n === 1)
+      yield* eventually(
+        Effect.sync(() => query<{ duplicates: number }>(dir, "catalog", "SELECT duplicates FROM inbox")[0]?.duplicates),
+        (n) => n === 1
+      )
       expect(countRows(dir, "catalog", "inbox")).toBe(1)
       expect(query(dir, "catalog", "SELECT revision FROM catalog_entries")).toEqual([{ revision: 1 }])
       yield* eventually(queueDepth(queue), (n) => n === 0)
@@ -114,4 +143,3 @@ describe("end to end on the real broker", () => {
       expect(query(dir, "audit", "SELECT COUNT(*) AS n FROM inbox WHERE duplicates > 0")[0]).toEqual({ n: 0 })
     }))
 })
-

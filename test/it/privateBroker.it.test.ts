@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
 import * as amqp from "amqplib"
+import { Effect } from "effect"
 import { hasPrivateBrokerSupport, privateBroker, privateBrokerUnsupportedReason } from "../support/privateBroker.js"
 
 if (!hasPrivateBrokerSupport) console.log(`privateBroker.it.test.ts skipped: ${privateBrokerUnsupportedReason}`)
@@ -33,26 +33,30 @@ const roundTrip = (c: amqp.ChannelModel, queue: string, body: Buffer) =>
   })
 
 describe.skipIf(!hasPrivateBrokerSupport)("a private RabbitMQ node", () => {
-  it.scopedLive("takes its own config, carries a message, and serves new connections after stop_app / start_app", () =>
-    Effect.gen(function*() {
-      const broker = yield* privateBroker({ conf: ["frame_max = 4096"] })
-      const queue = "private-broker-check"
-      // Bigger than one 4096-byte frame, so the body has to travel in several.
-      const body = Buffer.alloc(10_000, "m")
+  it.scopedLive(
+    "takes its own config, carries a message, and serves new connections after stop_app / start_app",
+    () =>
+      Effect.gen(function*() {
+        const broker = yield* privateBroker({ conf: ["frame_max = 4096"] })
+        const queue = "private-broker-check"
+        // Bigger than one 4096-byte frame, so the body has to travel in several.
+        const body = Buffer.alloc(10_000, "m")
 
-      const first = yield* connect(broker.url)
-      expect(negotiatedFrameMax(first)).toBe(4096)
-      expect(yield* roundTrip(first, queue, body)).toEqual(body)
+        const first = yield* connect(broker.url)
+        expect(negotiatedFrameMax(first)).toBe(4096)
+        expect(yield* roundTrip(first, queue, body)).toEqual(body)
 
-      // stop_app closes every client connection (320 CONNECTION_FORCED), as a broker restart would.
-      const closed = new Promise<void>((resolve) => first.once("close", () => resolve()))
-      yield* broker.ctl("stop_app")
-      yield* Effect.promise(() => closed).pipe(Effect.timeout("10 seconds"))
-      yield* broker.ctl("start_app")
-      yield* broker.ctl("await_startup")
+        // stop_app closes every client connection (320 CONNECTION_FORCED), as a broker restart would.
+        const closed = new Promise<void>((resolve) => first.once("close", () => resolve()))
+        yield* broker.ctl("stop_app")
+        yield* Effect.promise(() => closed).pipe(Effect.timeout("10 seconds"))
+        yield* broker.ctl("start_app")
+        yield* broker.ctl("await_startup")
 
-      const second = yield* connect(broker.url)
-      expect(negotiatedFrameMax(second)).toBe(4096)
-      expect(yield* roundTrip(second, queue, Buffer.from("again"))).toEqual(Buffer.from("again"))
-    }), 120_000)
+        const second = yield* connect(broker.url)
+        expect(negotiatedFrameMax(second)).toBe(4096)
+        expect(yield* roundTrip(second, queue, Buffer.from("again"))).toEqual(Buffer.from("again"))
+      }),
+    120_000
+  )
 })

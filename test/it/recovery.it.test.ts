@@ -1,13 +1,22 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { ApiRole } from "../../src/roles/api.js"
-import { RelayRole } from "../../src/roles/relay.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
-import { cleanupTopology, closeConnectionsNamed, eventually, hasRabbitmqctl, tempDataDir, uniquePrefix } from "../support/broker.js"
-import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
+import { RelayRole } from "../../src/roles/relay.js"
+import {
+  cleanupTopology,
+  closeConnectionsNamed,
+  eventually,
+  hasRabbitmqctl,
+  tempDataDir,
+  uniquePrefix
+} from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { baseUrl, countRows, post, query, startRoles, testSettings } from "../support/roles.js"
 
-if (!hasRabbitmqctl) console.log("recovery.it.test.ts skipped: it closes connections with rabbitmqctl, which is not available here")
+if (!hasRabbitmqctl) {
+  console.log("recovery.it.test.ts skipped: it closes connections with rabbitmqctl, which is not available here")
+}
 
 describe.skipIf(!hasRabbitmqctl)("recovery from lost connections", () => {
   it.scopedLive("the consumer and the relay reconnect after the broker closes their connections, and nothing is lost", () =>
@@ -18,8 +27,11 @@ describe.skipIf(!hasRabbitmqctl)("recovery from lost connections", () => {
       const { context } = yield* startRoles(Layer.mergeAll(ApiRole, RelayRole, CatalogRole), testSettings(prefix, dir))
       const base = baseUrl(context)
       const publish = (from: number, to: number) =>
-        Effect.forEach(Array.from({ length: to - from + 1 }, (_, i) => from + i), (revision) =>
-          post(base, `rev-${revision}`, MaterialMother.wire(MaterialMother.command({ revision }))), { discard: true })
+        Effect.forEach(
+          Array.from({ length: to - from + 1 }, (_, i) => from + i),
+          (revision) => post(base, `rev-${revision}`, MaterialMother.wire(MaterialMother.command({ revision }))),
+          { discard: true }
+        )
       const applied = Effect.sync(() => countRows(dir, "catalog", "inbox"))
 
       yield* publish(1, 5)

@@ -2,35 +2,49 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
-import { freePort } from "../support/privateBroker.js"
 import { tempDataDir, uniquePrefix } from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { freePort } from "../support/privateBroker.js"
 
 const root = join(import.meta.dirname, "..", "..")
 
 /** Starts `npm run main -- --role api` as its own process (node directly, as a supervisor would); resolves once it listens. */
 const startApiProcess = (dataDir: string, port: number) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly pid: number; readonly exited: Promise<{ code: number | null; at: number }>; readonly stderr: () => string }>((resume) => {
+    Effect.async<
+      {
+        readonly pid: number
+        readonly exited: Promise<{ code: number | null; at: number }>
+        readonly stderr: () => string
+      }
+    >((resume) => {
       const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", "api"], {
         cwd: root,
-        env: { ...process.env, DOSTAVKA_DATA_DIR: dataDir, DOSTAVKA_HTTP_PORT: String(port), DOSTAVKA_PREFIX: uniquePrefix("stop") },
+        env: {
+          ...process.env,
+          DOSTAVKA_DATA_DIR: dataDir,
+          DOSTAVKA_HTTP_PORT: String(port),
+          DOSTAVKA_PREFIX: uniquePrefix("stop")
+        },
         stdio: ["ignore", "ignore", "pipe"]
       })
       let stderr = ""
-      const exited = new Promise<{ code: number | null; at: number }>((done) => child.once("exit", (code) => done({ code, at: Date.now() })))
+      const exited = new Promise<{ code: number | null; at: number }>((done) =>
+        child.once("exit", (code) => done({ code, at: Date.now() }))
+      )
       child.stderr.on("data", (chunk) => {
         stderr += String(chunk)
         if (stderr.includes("Listening on")) resume(Effect.succeed({ pid: child.pid!, exited, stderr: () => stderr }))
       })
     }),
-    (api) => Effect.sync(() => {
-      try {
-        process.kill(api.pid, "SIGKILL")
-      } catch {
-        // already gone
-      }
-    })
+    (api) =>
+      Effect.sync(() => {
+        try {
+          process.kill(api.pid, "SIGKILL")
+        } catch {
+          // already gone
+        }
+      })
   )
 
 describe("stopping the API", () => {
@@ -48,13 +62,18 @@ describe("stopping the API", () => {
       let sent = 0
       const client = async (c: number) => {
         const statuses: Array<number | string> = []
-        for (let i = 0; ; i++) {
+        for (let i = 0;; i++) {
           sent++
           const outcome = await fetch(`${base}/v1/publications`, {
             method: "POST",
             headers: { "content-type": "application/json", "idempotency-key": `burst-${c}-${i}` },
-            body: JSON.stringify(MaterialMother.wire(MaterialMother.command({ materialId: `burst/m${c}`, revision: i + 1 })))
-          }).then((r) => r.status, (e: Error) => `refused: ${(e.cause as { code?: string } | undefined)?.code ?? e.message}`)
+            body: JSON.stringify(
+              MaterialMother.wire(MaterialMother.command({ materialId: `burst/m${c}`, revision: i + 1 }))
+            )
+          }).then(
+            (r) => r.status,
+            (e: Error) => `refused: ${(e.cause as { code?: string } | undefined)?.code ?? e.message}`
+          )
           statuses.push(outcome)
           if (typeof outcome === "string") return statuses
         }

@@ -1,20 +1,29 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer } from "effect"
 import Database from "better-sqlite3"
+import { Duration, Effect, Fiber, Layer } from "effect"
 import { spawn } from "node:child_process"
 import { copyFileSync, renameSync, rmSync } from "node:fs"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { databaseFile, databaseLayer, migrationsOf } from "../../src/adapters/sqlite/Database.js"
-import { ApiRole } from "../../src/roles/api.js"
-import { CatalogRole } from "../../src/roles/receivers.js"
-import { RelayRole } from "../../src/roles/relay.js"
-import { ApiStores } from "../../src/roles/databases.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
-import { amqpUrl, cleanupTopology, depthOf, eventually, publishRaw, tempDataDir, testConnection, uniquePrefix } from "../support/broker.js"
-import { baseUrl, type CapturedLog, countRows, get, post, query, startRoles, testSettings } from "../support/roles.js"
+import { ApiRole } from "../../src/roles/api.js"
+import { ApiStores } from "../../src/roles/databases.js"
+import { CatalogRole } from "../../src/roles/receivers.js"
+import { RelayRole } from "../../src/roles/relay.js"
+import {
+  amqpUrl,
+  cleanupTopology,
+  depthOf,
+  eventually,
+  publishRaw,
+  tempDataDir,
+  testConnection,
+  uniquePrefix
+} from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { baseUrl, type CapturedLog, countRows, get, post, query, startRoles, testSettings } from "../support/roles.js"
 
 /** Another process's connection holding `file`'s write lock until the scope closes. */
 const holdWriteLock = (file: string) =>
@@ -24,10 +33,11 @@ const holdWriteLock = (file: string) =>
       db.exec("BEGIN IMMEDIATE")
       return db
     }),
-    (db) => Effect.sync(() => {
-      db.exec("ROLLBACK")
-      db.close()
-    })
+    (db) =>
+      Effect.sync(() => {
+        db.exec("ROLLBACK")
+        db.close()
+      })
   )
 
 /**
@@ -36,13 +46,18 @@ const holdWriteLock = (file: string) =>
  */
 const lockInAnotherProcess = (file: string, ms: number) =>
   Effect.async<Effect.Effect<number | null>>((resume) => {
-    const child = spawn(process.execPath, ["-e", `
+    const child = spawn(process.execPath, [
+      "-e",
+      `
       const db = new (require("better-sqlite3"))(process.argv[1])
       db.pragma("journal_mode = WAL")
       db.exec("BEGIN IMMEDIATE")
       console.log("locked")
       setTimeout(() => { db.exec("ROLLBACK"); db.close() }, Number(process.argv[2]))
-    `, file, String(ms)], { stdio: ["ignore", "pipe", "inherit"] })
+    `,
+      file,
+      String(ms)
+    ], { stdio: ["ignore", "pipe", "inherit"] })
     const exited = Effect.async<number | null>((done) => {
       if (child.exitCode !== null) done(Effect.succeed(child.exitCode))
       else child.once("exit", (code) => done(Effect.succeed(code)))
@@ -55,13 +70,21 @@ describe("the stores under faults from outside", () => {
     Effect.gen(function*() {
       const dir = yield* tempDataDir
       const logs: Array<CapturedLog> = []
-      const { context } = yield* startRoles(ApiRole, testSettings(uniquePrefix("locked"), dir, { storeBusyTimeout: Duration.millis(1_500) }), { logs })
+      const { context } = yield* startRoles(
+        ApiRole,
+        testSettings(uniquePrefix("locked"), dir, { storeBusyTimeout: Duration.millis(1_500) }),
+        { logs }
+      )
       const base = baseUrl(context)
-      expect((yield* post(base, "before", MaterialMother.wire(MaterialMother.command({ materialId: "locked/a" })))).status).toBe(202)
+      expect(
+        (yield* post(base, "before", MaterialMother.wire(MaterialMother.command({ materialId: "locked/a" })))).status
+      ).toBe(202)
 
       yield* Effect.scoped(Effect.gen(function*() {
         yield* holdWriteLock(databaseFile(dir, "api"))
-        const blocked = yield* Effect.fork(post(base, "during", MaterialMother.wire(MaterialMother.command({ materialId: "locked/b" }))))
+        const blocked = yield* Effect.fork(
+          post(base, "during", MaterialMother.wire(MaterialMother.command({ materialId: "locked/b" })))
+        )
         yield* Effect.sleep("200 millis")
         const read = yield* get(base, "/v1/materials/locked/a")
         expect(read.status).toBe(200)
@@ -73,7 +96,9 @@ describe("the stores under faults from outside", () => {
         expect(answer.body).toMatchObject({ type: "urn:dostavka:problem:storage-unavailable", status: 503 })
       }))
       expect(logs.filter((l) => l.level === "ERROR" && l.message.includes("storage unavailable"))).toHaveLength(1)
-      expect((yield* post(base, "after", MaterialMother.wire(MaterialMother.command({ materialId: "locked/c" })))).status).toBe(202)
+      expect(
+        (yield* post(base, "after", MaterialMother.wire(MaterialMother.command({ materialId: "locked/c" })))).status
+      ).toBe(202)
       expect(countRows(dir, "api", "materials")).toBe(2)
     }))
 
@@ -89,7 +114,13 @@ describe("the stores under faults from outside", () => {
       expect(Date.now() - startedAt).toBeGreaterThan(1_000)
       expect(yield* other).toBe(0)
       // Every migration applied, each exactly once.
-      expect(query(dir, "catalog", "SELECT migration_id || '_' || name AS m FROM effect_sql_migrations ORDER BY migration_id"))
+      expect(
+        query(
+          dir,
+          "catalog",
+          "SELECT migration_id || '_' || name AS m FROM effect_sql_migrations ORDER BY migration_id"
+        )
+      )
         .toEqual(migrationsOf("catalog").map((m) => ({ m })))
     }))
 
@@ -156,7 +187,12 @@ describe("files removed or replaced under running roles", () => {
       const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer).pipe(Layer.provideMerge(settings))
       yield* publishMaterial(MaterialMother.key(), MaterialMother.command({ revision: 1 })).pipe(Effect.provide(stores))
       const relay = yield* startRoles(RelayRole, settings)
-      yield* eventually(Effect.sync(() => query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n), (n) => n === 0)
+      yield* eventually(
+        Effect.sync(() =>
+          query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n
+        ),
+        (n) => n === 0
+      )
       const file = databaseFile(dir, "api")
       copyFileSync(file, `${file}.copy`)
       renameSync(`${file}.copy`, file)
@@ -180,39 +216,59 @@ describe("files removed or replaced under running roles", () => {
 })
 
 describe("many writers waiting for a lock another process holds", () => {
-  it.scopedLive("60 POSTs waiting: a GET is answered at once, every POST gets its 503 within the busy time, and a stop answers them at once", () =>
-    Effect.gen(function*() {
-      const dir = yield* tempDataDir
-      const api = yield* startRoles(ApiRole, testSettings(uniquePrefix("many-locked"), dir, { storeBusyTimeout: Duration.seconds(2) }))
-      const base = baseUrl(api.context)
-      expect((yield* post(base, "first", MaterialMother.wire(MaterialMother.command({ materialId: "many/first" })))).status).toBe(202)
-      yield* Effect.scoped(Effect.gen(function*() {
-        yield* holdWriteLock(databaseFile(dir, "api"))
-        const startedAt = Date.now()
-        const waiting = yield* Effect.fork(Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
-          post(base, `many-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `many/m${i}` }))).pipe(
-            Effect.map((r) => ({ status: r.status, afterMs: Date.now() - startedAt }))
-          ), { concurrency: "unbounded" }))
-        yield* Effect.sleep("300 millis")
-        const getAt = Date.now()
-        expect((yield* get(base, "/v1/materials/many/first")).status).toBe(200)
-        expect(Date.now() - getAt).toBeLessThan(300)
-        const answers = yield* Fiber.join(waiting)
-        expect(new Set(answers.map((a) => a.status))).toEqual(new Set([503]))
-        expect(Math.max(...answers.map((a) => a.afterMs))).toBeLessThan(3_500)
-      }))
+  it.scopedLive(
+    "60 POSTs waiting: a GET is answered at once, every POST gets its 503 within the busy time, and a stop answers them at once",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDataDir
+        const api = yield* startRoles(
+          ApiRole,
+          testSettings(uniquePrefix("many-locked"), dir, { storeBusyTimeout: Duration.seconds(2) })
+        )
+        const base = baseUrl(api.context)
+        expect(
+          (yield* post(base, "first", MaterialMother.wire(MaterialMother.command({ materialId: "many/first" })))).status
+        ).toBe(202)
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* holdWriteLock(databaseFile(dir, "api"))
+          const startedAt = Date.now()
+          const waiting = yield* Effect.fork(Effect.forEach(
+            Array.from({ length: 60 }, (_, i) => i),
+            (i) =>
+              post(base, `many-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `many/m${i}` }))).pipe(
+                Effect.map((r) => ({ status: r.status, afterMs: Date.now() - startedAt }))
+              ),
+            { concurrency: "unbounded" }
+          ))
+          yield* Effect.sleep("300 millis")
+          const getAt = Date.now()
+          expect((yield* get(base, "/v1/materials/many/first")).status).toBe(200)
+          expect(Date.now() - getAt).toBeLessThan(300)
+          const answers = yield* Fiber.join(waiting)
+          expect(
+            new Set(answers.map((a) => a.status))
+          ).toEqual(new Set([503]))
+          expect(Math.max(...answers.map((a) => a.afterMs))).toBeLessThan(3_500)
+        }))
 
-      // With the lock held again, a stop answers the waiting POSTs at once instead of at the end of their busy time.
-      yield* Effect.scoped(Effect.gen(function*() {
-        yield* holdWriteLock(databaseFile(dir, "api"))
-        const waiting = yield* Effect.fork(Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) =>
-          post(base, `stop-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `stop/m${i}` }))), { concurrency: "unbounded" }))
-        yield* Effect.sleep("300 millis")
-        const stoppedAt = Date.now()
-        yield* api.stop
-        expect(Date.now() - stoppedAt).toBeLessThan(1_500)
-        const answers = yield* Fiber.join(waiting)
-        expect(new Set(answers.map((a) => a.status))).toEqual(new Set([503]))
-      }))
-    }), 60_000)
+        // With the lock held again, a stop answers the waiting POSTs at once instead of at the end of their busy time.
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* holdWriteLock(databaseFile(dir, "api"))
+          const waiting = yield* Effect.fork(Effect.forEach(
+            Array.from({ length: 10 }, (_, i) => i),
+            (i) => post(base, `stop-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `stop/m${i}` }))),
+            { concurrency: "unbounded" }
+          ))
+          yield* Effect.sleep("300 millis")
+          const stoppedAt = Date.now()
+          yield* api.stop
+          expect(Date.now() - stoppedAt).toBeLessThan(1_500)
+          const answers = yield* Fiber.join(waiting)
+          expect(
+            new Set(answers.map((a) => a.status))
+          ).toEqual(new Set([503]))
+        }))
+      }),
+    60_000
+  )
 })

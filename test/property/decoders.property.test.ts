@@ -15,7 +15,10 @@ const bodies = fc.oneof(
   fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v))),
   deepJson.map((text) => Buffer.from(text)),
   manyUnknownKeys(5_000).map((text) => Buffer.from(text)),
-  fc.tuple(fc.constantFrom("event_id", "material_id", "revision", "title", "summary", "published_at", "extra"), fc.jsonValue())
+  fc.tuple(
+    fc.constantFrom("event_id", "material_id", "revision", "title", "summary", "published_at", "extra"),
+    fc.jsonValue()
+  )
     .map(([field, value]) => Buffer.from(JSON.stringify({ ...JSON.parse(validBody), [field]: value }))),
   fc.constant(Buffer.from(validBody))
 )

@@ -6,8 +6,8 @@ import { receive } from "../../src/app/receive.js"
 import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
 import { Inbox } from "../../src/ports/Inbox.js"
-import { ReceiverMemory } from "../support/memory.js"
 import { MaterialMother } from "../support/MaterialMother.js"
+import { ReceiverMemory } from "../support/memory.js"
 import { propertyParameters } from "../support/properties.js"
 
 /**
@@ -18,7 +18,7 @@ const deliveries = fc.integer({ min: 1, max: 12 }).chain((n) => {
   const events = Array.from({ length: n }, (_, i) => MaterialMother.event({ revision: i + 1 }))
   return fc.tuple(
     fc.constant(events),
-    fc.array(fc.integer({ min: 0, max: n - 1 }), { maxLength: 2 * n }),
+    fc.array(fc.integer({ min: 0, max: n - 1 }), { maxLength: 2 * n })
   ).chain(([events, repeats]) =>
     fc.shuffledSubarray([...events, ...repeats.map((i) => events[i]!)], { minLength: events.length + repeats.length })
       .map((order) => ({ events, order }))

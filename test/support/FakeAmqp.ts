@@ -1,5 +1,5 @@
-import { Layer } from "effect"
 import type { ConsumeMessage, Message, Options, Replies } from "amqplib"
+import { Layer } from "effect"
 import { EventEmitter } from "node:events"
 import { AmqpClient, type AmqpConfirmChannel, type AmqpConnection } from "../../src/adapters/amqp/AmqpClient.js"
 
@@ -53,7 +53,13 @@ export class FakeChannel extends EventEmitter {
   }
   nackAll = () => {}
   close = async () => this.closeChannel()
-  publish = (exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}, callback: (err: unknown, ok: Replies.Empty) => void = () => {}) => {
+  publish = (
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: Options.Publish = {},
+    callback: (err: unknown, ok: Replies.Empty) => void = () => {}
+  ) => {
     this.ensureOpen()
     this.published.push({ exchange, routingKey, content, options, callback, settled: false })
     return true
@@ -90,7 +96,14 @@ export class FakeChannel extends EventEmitter {
   deliver(content: Buffer, properties: Partial<Message["properties"]> = {}, fields: Partial<Message["fields"]> = {}) {
     const message = {
       content,
-      fields: { deliveryTag: this.nextTag++, redelivered: false, exchange: "fake.events", routingKey: "material.published.v1", consumerTag: "fake-consumer", ...fields },
+      fields: {
+        deliveryTag: this.nextTag++,
+        redelivered: false,
+        exchange: "fake.events",
+        routingKey: "material.published.v1",
+        consumerTag: "fake-consumer",
+        ...fields
+      },
       properties: { headers: {}, ...properties }
     } as ConsumeMessage
     this.consumer!(message)

@@ -1,14 +1,16 @@
-import { randomUUID } from "node:crypto"
-import { type Envelope, envelopeOf } from "../../src/domain/Envelope.js"
-import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
-import { PublishMaterial, IdempotencyKey } from "../../src/domain/PublishMaterial.js"
-import { MaterialId, Revision } from "../../src/domain/Material.js"
 import { Schema } from "effect"
+import { randomUUID } from "node:crypto"
 import type { IncomingMessage } from "../../src/app/receive.js"
+import { type Envelope, envelopeOf } from "../../src/domain/Envelope.js"
+import { MaterialId, Revision } from "../../src/domain/Material.js"
+import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
+import { IdempotencyKey, PublishMaterial } from "../../src/domain/PublishMaterial.js"
 
 /** Valid commands and events, with only what a test cares about stated. */
 export const MaterialMother = {
-  command: (overrides: Partial<{ materialId: string; revision: number; title: string; summary: string; body: string }> = {}) =>
+  command: (
+    overrides: Partial<{ materialId: string; revision: number; title: string; summary: string; body: string }> = {}
+  ) =>
     PublishMaterial.make({
       materialId: MaterialId.make(overrides.materialId ?? "guides/quorum-queues"),
       revision: Revision.make(overrides.revision ?? 1),

@@ -1,14 +1,14 @@
-import { Duration, Effect, Redacted } from "effect"
-import type { BrokerAccess } from "../../src/adapters/amqp/AmqpConnection.js"
-import type { RetryPolicy } from "../../src/app/failures.js"
-import type { HandlerName } from "../../src/domain/HandlerName.js"
 import * as amqp from "amqplib"
+import { Duration, Effect, Redacted } from "effect"
 import { execFileSync } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { randomUUID } from "node:crypto"
+import type { BrokerAccess } from "../../src/adapters/amqp/AmqpConnection.js"
 import { topologyOf } from "../../src/adapters/amqp/Topology.js"
+import type { RetryPolicy } from "../../src/app/failures.js"
+import type { HandlerName } from "../../src/domain/HandlerName.js"
 
 export const amqpUrl = process.env.DOSTAVKA_AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672"
 
@@ -40,7 +40,11 @@ export const testRetryByHandler: Record<HandlerName, RetryPolicy> = { catalog: t
  * Deletes every queue and exchange of `prefix`'s topology (with the retry tiers of
  * `retry`, by default the tests' own) when the scope closes.
  */
-export const cleanupTopology = (prefix: string, retry: Record<HandlerName, RetryPolicy> = testRetryByHandler, url: string = amqpUrl) =>
+export const cleanupTopology = (
+  prefix: string,
+  retry: Record<HandlerName, RetryPolicy> = testRetryByHandler,
+  url: string = amqpUrl
+) =>
   Effect.addFinalizer(() =>
     Effect.promise(async () => {
       const connection = await amqp.connect(url)
@@ -59,7 +63,9 @@ export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, holds: (a: A)
     for (;;) {
       const value = yield* check
       if (holds(value)) return value
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`condition not met in ${timeoutMs} ms; last value ${JSON.stringify(value)}`)
+      if (Date.now() > deadline) {
+        return yield* Effect.dieMessage(`condition not met in ${timeoutMs} ms; last value ${JSON.stringify(value)}`)
+      }
       yield* Effect.sleep("50 millis")
     }
   })
@@ -67,7 +73,11 @@ export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, holds: (a: A)
 export const redactedUrl = Redacted.make(amqpUrl)
 
 /** The machine's broker as the adapters reach it: short timeouts, so a test that breaks something fails fast. */
-export const testAccess: BrokerAccess = { url: redactedUrl, connectTimeout: Duration.seconds(5), heartbeat: Duration.seconds(10) }
+export const testAccess: BrokerAccess = {
+  url: redactedUrl,
+  connectTimeout: Duration.seconds(5),
+  heartbeat: Duration.seconds(10)
+}
 
 /**
  * Closes, from the broker's side, every connection whose `connection_name` is `name`,
@@ -76,11 +86,15 @@ export const testAccess: BrokerAccess = { url: redactedUrl, connectTimeout: Dura
  */
 export const closeConnectionsNamed = (name: string) =>
   Effect.sync(() => {
-    const listing = execFileSync("rabbitmqctl", ["list_connections", "pid", "client_properties", "-q"], { encoding: "utf8" })
+    const listing = execFileSync("rabbitmqctl", ["list_connections", "pid", "client_properties", "-q"], {
+      encoding: "utf8"
+    })
     const pids = listing.split("\n")
       .filter((line) => line.includes(`{"connection_name","${name}"}`))
       .map((line) => line.split("\t")[0]!)
-    for (const pid of pids) execFileSync("rabbitmqctl", ["close_connection", pid, "closed by a Dostavka test"], { stdio: "ignore" })
+    for (const pid of pids) {
+      execFileSync("rabbitmqctl", ["close_connection", pid, "closed by a Dostavka test"], { stdio: "ignore" })
+    }
     return pids.length
   })
 
@@ -124,13 +138,21 @@ export const awaitPolicy = (vhost: string, queue: string, name: string | "") =>
   eventually(
     Effect.map(rabbitmqctl("list_queues", "-p", vhost, "name", "policy"), (out) =>
       out.split("\n").map((line) => line.split("\t")).find(([q]) => q === queue)?.[1]?.trim() ?? ""),
-    (policy) => policy === name
+    (policy) =>
+      policy === name
   )
 
 /** Publishes `messages` on a confirm channel of `url` and waits for their confirms. */
 export const publishRaw = (
   url: string,
-  messages: ReadonlyArray<{ readonly exchange: string; readonly routingKey: string; readonly content: Buffer; readonly options: amqp.Options.Publish }>
+  messages: ReadonlyArray<
+    {
+      readonly exchange: string
+      readonly routingKey: string
+      readonly content: Buffer
+      readonly options: amqp.Options.Publish
+    }
+  >
 ) =>
   Effect.promise(async () => {
     const connection = await amqp.connect(url)

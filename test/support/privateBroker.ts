@@ -23,26 +23,35 @@ const onPath = (program: string) =>
   (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && existsSync(join(dir, program)))
 
 /** Why private nodes cannot run here, or undefined when they can. */
-export const privateBrokerUnsupportedReason: string | undefined =
-  process.getuid?.() !== 0
-    ? "private RabbitMQ nodes need root (they run as the rabbitmq user)"
-    : !onPath("rabbitmq-server")
-    ? "rabbitmq-server is not on PATH (apt-get install rabbitmq-server)"
-    : !onPath("runuser")
-    ? "runuser is not on PATH"
-    : undefined
+export const privateBrokerUnsupportedReason: string | undefined = process.getuid?.() !== 0
+  ? "private RabbitMQ nodes need root (they run as the rabbitmq user)"
+  : !onPath("rabbitmq-server")
+  ? "rabbitmq-server is not on PATH (apt-get install rabbitmq-server)"
+  : !onPath("runuser")
+  ? "runuser is not on PATH"
+  : undefined
 
 /** True when this process may start private nodes: root, with `rabbitmq-server` on PATH. */
 export const hasPrivateBrokerSupport = privateBrokerUnsupportedReason === undefined
 
 const run = (args: ReadonlyArray<string>) =>
   Effect.async<string, PrivateBrokerError>((resume) => {
-    const child = execFile("bash", [script, ...args], { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) =>
-      resume(
-        error
-          ? Effect.fail(new PrivateBrokerError({ command: `rabbit-node.sh ${args.join(" ")}`, message: stderr.trim() || error.message }))
-          : Effect.succeed(stdout)
-      ))
+    const child = execFile(
+      "bash",
+      [script, ...args],
+      { encoding: "utf8", maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) =>
+        resume(
+          error
+            ? Effect.fail(
+              new PrivateBrokerError({
+                command: `rabbit-node.sh ${args.join(" ")}`,
+                message: stderr.trim() || error.message
+              })
+            )
+            : Effect.succeed(stdout)
+        )
+    )
     return Effect.sync(() => child.kill())
   })
 
@@ -131,7 +140,9 @@ export const privateBroker = (options: PrivateBrokerOptions = {}) =>
           const pid = Number.parseInt(out.trim(), 10)
           return Number.isInteger(pid) && pid > 0
             ? Effect.succeed(pid)
-            : Effect.fail(new PrivateBrokerError({ command: `rabbit-node.sh pid ${name}`, message: `not a pid: ${out}` }))
+            : Effect.fail(
+              new PrivateBrokerError({ command: `rabbit-node.sh pid ${name}`, message: `not a pid: ${out}` })
+            )
         })
       ),
       stop: run(["stop", name, "--keep"]).pipe(Effect.asVoid),

@@ -22,7 +22,8 @@ export interface Scrape {
 // The OpenTelemetry exporter adds its scope to every series; a test names the kit's labels only.
 const matches = (sample: Sample, labels: Readonly<Record<string, string>>) => {
   const { otel_scope_name: _, ...own } = sample.labels ?? {}
-  return Object.keys(own).length === Object.keys(labels).length && Object.entries(labels).every(([k, v]) => own[k] === v)
+  return Object.keys(own).length === Object.keys(labels).length &&
+    Object.entries(labels).every(([k, v]) => own[k] === v)
 }
 
 /** Parses `text` (the Prometheus text exposition format); throws when it is not valid. */

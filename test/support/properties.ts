@@ -15,7 +15,10 @@ export const nestedJson = (levels: number, kind: "array" | "object") =>
   kind === "array" ? "[".repeat(levels) + "0" + "]".repeat(levels) : "{\"n\":".repeat(levels) + "0" + "}".repeat(levels)
 
 /** JSON text nested 1 to 100,000 levels deep. */
-export const deepJson = fc.tuple(fc.integer({ min: 1, max: 100_000 }), fc.constantFrom("array" as const, "object" as const))
+export const deepJson = fc.tuple(
+  fc.integer({ min: 1, max: 100_000 }),
+  fc.constantFrom("array" as const, "object" as const)
+)
   .map(([levels, kind]) => nestedJson(levels, kind))
 
 /** A JSON object with up to `max` keys that are no field of anything. */

@@ -1,15 +1,15 @@
 import { HttpServer } from "@effect/platform"
-import { Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import Database from "better-sqlite3"
+import { Duration, Effect, Exit, Layer, Logger, LogLevel, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createConnection } from "node:net"
-import { Settings, type SettingsShape } from "../../src/config.js"
-import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
-import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
-import { Supervisor } from "../../src/ports/Supervisor.js"
 import type { MetricsExposition } from "../../src/adapters/metrics/PrometheusExposition.js"
+import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
+import { Settings, type SettingsShape } from "../../src/config.js"
 import type { BrokerConnections } from "../../src/ports/BrokerConnections.js"
+import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import type { Readiness } from "../../src/ports/Readiness.js"
+import { Supervisor } from "../../src/ports/Supervisor.js"
 import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { redactedUrl, testRetryByHandler } from "./broker.js"
 import { projectRoot } from "./cli.js"
@@ -80,7 +80,12 @@ export const baseUrl = (context: { unsafeMap: Map<string, unknown> }) => {
 }
 
 /** Runs a read-only query on a service's database file, as an operator with sqlite3 would. */
-export const query = <T = Record<string, unknown>>(dataDir: string, service: ServiceDatabase, sql: string, ...params: Array<unknown>) => {
+export const query = <T = Record<string, unknown>>(
+  dataDir: string,
+  service: ServiceDatabase,
+  sql: string,
+  ...params: Array<unknown>
+) => {
   const db = new Database(databaseFile(dataDir, service), { readonly: true })
   try {
     return db.prepare(sql).all(...params) as Array<T>
@@ -93,7 +98,13 @@ export const countRows = (dataDir: string, service: ServiceDatabase, table: stri
   query<{ n: number }>(dataDir, service, `SELECT COUNT(*) AS n FROM ${table}`)[0]!.n
 
 /** POSTs a publication request; returns status, headers and the parsed body. */
-export const post = (base: string, key: string | undefined, body: unknown, raw?: string, contentType = "application/json") =>
+export const post = (
+  base: string,
+  key: string | undefined,
+  body: unknown,
+  raw?: string,
+  contentType = "application/json"
+) =>
   Effect.promise(async () => {
     const response = await fetch(`${base}/v1/publications`, {
       method: "POST",
@@ -137,7 +148,12 @@ export const rawHttp = (port: number, request: string | Buffer) =>
  * (0.3 s, 0.6 s; three attempts, as `cleanupTopology` expects) and `env` on top; its
  * stderr (the log) is collected in `log.text`. Killed with SIGKILL when the scope closes.
  */
-export const roleProcess = (role: "api" | "relay" | "catalog" | "audit", dir: string, prefix: string, env: Record<string, string> = {}) =>
+export const roleProcess = (
+  role: "api" | "relay" | "catalog" | "audit",
+  dir: string,
+  prefix: string,
+  env: Record<string, string> = {}
+) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", role], {

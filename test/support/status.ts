@@ -1,13 +1,13 @@
 import { Duration, Effect, Layer } from "effect"
-import { HandlerInboxesMemory } from "../../src/adapters/memory/HandlerInboxesMemory.js"
 import { DeadLettersMemory } from "../../src/adapters/memory/DeadLettersMemory.js"
+import { HandlerInboxesMemory } from "../../src/adapters/memory/HandlerInboxesMemory.js"
+import { InboxMemory } from "../../src/adapters/memory/InboxMemory.js"
+import { MemoryDatabase } from "../../src/adapters/memory/MemoryDatabase.js"
 import { StatusView } from "../../src/app/status.js"
 import { Settings } from "../../src/config.js"
 import type { HandlerName } from "../../src/domain/HandlerName.js"
 import { BrokerStats, type QueueFigures } from "../../src/ports/BrokerStats.js"
 import type { Outbox } from "../../src/ports/Outbox.js"
-import { InboxMemory } from "../../src/adapters/memory/InboxMemory.js"
-import { MemoryDatabase } from "../../src/adapters/memory/MemoryDatabase.js"
 
 /** Figures as the management API would give them: `ready` and `unacked` of one queue. */
 export const managementFigures = (queue: string, ready: number, unacked = 0, consumers = 1): QueueFigures => ({
@@ -29,7 +29,10 @@ export const brokerStatsStub = (dead: Partial<Record<HandlerName, number>> = {})
       handlerQueues: (handler: HandlerName) =>
         Effect.succeed({
           queue: managementFigures(`t.${handler}`, 0),
-          retry: settings.retry[handler].delays.map((d, i) => ({ delayMs: Duration.toMillis(d), figures: managementFigures(`t.${handler}.retry.${i}`, 0) })),
+          retry: settings.retry[handler].delays.map((d, i) => ({
+            delayMs: Duration.toMillis(d),
+            figures: managementFigures(`t.${handler}.retry.${i}`, 0)
+          })),
           dead: managementFigures(`t.${handler}.dead`, dead[handler] ?? 0, 0, 0)
         })
     }))
@@ -40,7 +43,10 @@ export const brokerStatsStub = (dead: Partial<Record<HandlerName, number>> = {})
  * one memory database, also exposed as `Inbox`), a broker stub whose dead queues hold
  * `dead`, and the in-memory dead-letter queues (exposed with their state). Needs `Settings`.
  */
-export const memoryStatusView = <E, R>(outbox: Layer.Layer<Outbox, E, R>, dead: Partial<Record<HandlerName, number>> = {}) =>
+export const memoryStatusView = <E, R>(
+  outbox: Layer.Layer<Outbox, E, R>,
+  dead: Partial<Record<HandlerName, number>> = {}
+) =>
   StatusView.layer.pipe(
     Layer.provide([outbox, brokerStatsStub(dead)]),
     Layer.provideMerge(Layer.mergeAll(HandlerInboxesMemory, DeadLettersMemory)),

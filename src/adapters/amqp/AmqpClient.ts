@@ -1,5 +1,5 @@
-import { Context, Layer } from "effect"
 import * as amqp from "amqplib"
+import { Context, Layer } from "effect"
 
 /**
  * The part of an amqplib channel the kit uses. amqplib's own channels have this shape;
@@ -31,6 +31,8 @@ export interface AmqpConnection {
   readonly createChannel: () => Promise<AmqpChannel>
   readonly createConfirmChannel: () => Promise<AmqpConfirmChannel>
   readonly close: () => Promise<void>
+  // amqplib's listeners take different arguments per event (an Error, a reason string, none).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly on: (event: "close" | "error" | "blocked" | "unblocked", listener: (...args: Array<any>) => void) => unknown
 }
 
@@ -57,7 +59,10 @@ export class AmqpClient extends Context.Tag("dostavka/AmqpClient")<AmqpClient, {
     connect: (url, options) => {
       const parsed = new URL(url)
       if (!parsed.searchParams.has("heartbeat")) parsed.searchParams.set("heartbeat", String(options.heartbeatS))
-      return amqp.connect(parsed.toString(), { timeout: options.timeoutMs, clientProperties: { connection_name: options.name } })
+      return amqp.connect(parsed.toString(), {
+        timeout: options.timeoutMs,
+        clientProperties: { connection_name: options.name }
+      })
     }
   })
 }

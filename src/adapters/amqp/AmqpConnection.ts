@@ -81,7 +81,10 @@ export const scrubCredentials = (text: string, url: Redacted.Redacted<string>): 
  * broker's `connection.close` during the handshake with its reply code and text, and a
  * TLS handshake against a plain port as an SSL error.
  */
-export const classifyConnectError = (cause: unknown, url: Redacted.Redacted<string>): BrokerUnavailable | BrokerRefused => {
+export const classifyConnectError = (
+  cause: unknown,
+  url: Redacted.Redacted<string>
+): BrokerUnavailable | BrokerRefused => {
   const detail = scrubCredentials(describeCause(cause), url)
   const code = typeof cause === "object" && cause !== null ? String((cause as { code?: unknown }).code ?? "") : ""
   if (/ACCESS[-_]REFUSED|\b403\b/.test(detail)) return new BrokerRefused({ reason: "authentication", detail })
@@ -157,12 +160,18 @@ export const openConnection = (access: BrokerAccess, name: string) =>
         } else {
           const failure = attempt.left
           const detail = urls.length === 1 ? failure.detail : `${nodeOf(urls[i]!)}: ${failure.detail}`
-          failures.push(failure._tag === "BrokerRefused" ? new BrokerRefused({ reason: failure.reason, detail }) : new BrokerUnavailable({ detail }))
+          failures.push(
+            failure._tag === "BrokerRefused"
+              ? new BrokerRefused({ reason: failure.reason, detail })
+              : new BrokerUnavailable({ detail })
+          )
         }
       }
       if (connection === undefined) {
         const refused = failures.find((f) => f._tag === "BrokerRefused")
-        return yield* (refused ?? (failures.length === 1 ? failures[0]! : new BrokerUnavailable({ detail: failures.map((f) => f.detail).join("; ") })))
+        return yield* (refused ?? (failures.length === 1
+          ? failures[0]!
+          : new BrokerUnavailable({ detail: failures.map((f) => f.detail).join("; ") })))
       }
       // Without a listener an 'error' event would be thrown and end the process; the
       // 'close' that follows it is what the owner reacts to.
@@ -178,7 +187,8 @@ export const openConnection = (access: BrokerAccess, name: string) =>
  * rejects, or throws `IllegalOperationError` before returning a promise; either way
  * there is nothing left to do, and a release must not fail.
  */
-export const closeQuietly = (close: () => Promise<void>) => Effect.ignore(Effect.try(close).pipe(Effect.flatMap((p) => Effect.tryPromise(() => p))))
+export const closeQuietly = (close: () => Promise<void>) =>
+  Effect.ignore(Effect.try(close).pipe(Effect.flatMap((p) => Effect.tryPromise(() => p))))
 
 /** The broker access of the settings: the URL, the connect timeout and the heartbeat. */
 export const brokerAccessOf = (settings: {

@@ -1,15 +1,15 @@
+import type { ConsumeMessage, Message } from "amqplib"
 import { Chunk, Clock, Data, Deferred, Duration, Effect, Metric, Queue, Schedule } from "effect"
 import { Metrics } from "../../app/Metrics.js"
-import { ConnectionState, reportConnection } from "../../ports/BrokerConnections.js"
-import { TraceparentHeader } from "./EventBusAmqp.js"
-import type { ConsumeMessage, Message } from "amqplib"
-import type { HandlerName } from "../../domain/HandlerName.js"
 import type { IncomingMessage, Verdict } from "../../app/receive.js"
-import { describeCause } from "../../domain/errors.js"
 import { SchemaVersionHeader } from "../../domain/Envelope.js"
+import { describeCause } from "../../domain/errors.js"
+import type { HandlerName } from "../../domain/HandlerName.js"
+import { ConnectionState, reportConnection } from "../../ports/BrokerConnections.js"
 import { type PublishOutcome, Rejected } from "../../ports/EventBus.js"
 import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
 import type { AmqpPublisher, RawPublish } from "./AmqpPublisher.js"
+import { TraceparentHeader } from "./EventBusAmqp.js"
 import { attemptsOf, deadCopy, retryCopy } from "./FailureHeaders.js"
 import { declarePlan, HandlerRoutes, namesOf, type TopologyPlan } from "./Topology.js"
 
@@ -136,7 +136,9 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     })
     // Runs before the channel's release: stop deliveries first, so a shutdown leaves
     // nothing half-processed; unacked prefetched messages return to the queue on close.
-    yield* Effect.addFinalizer(() => open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void)
+    yield* Effect.addFinalizer(() =>
+      open ? Effect.ignore(Effect.tryPromise(() => channel.cancel(consumerTag))) : Effect.void
+    )
     yield* Effect.logInfo("consuming").pipe(Effect.annotateLogs({ queue, prefetch: options.prefetch }))
     yield* reportConnection(options.connectionName, ConnectionState.Up({ since: yield* Clock.currentTimeMillis }))
     if (sessions++ > 0) yield* Metric.increment(Metric.tagged(Metrics.reconnects, "role", options.handler))
@@ -165,7 +167,13 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         case "DeadLetter":
           return deadCopy(
             message,
-            { handler: options.handler, failure: verdict.failure, attempts: verdict.attempts, nowMs, reason: verdict.reason },
+            {
+              handler: options.handler,
+              failure: verdict.failure,
+              attempts: verdict.attempts,
+              nowMs,
+              reason: verdict.reason
+            },
             exchange,
             HandlerRoutes.dead
           )
@@ -175,7 +183,9 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     }
 
     const keyOf = (message: Message) =>
-      typeof message.properties.messageId === "string" ? message.properties.messageId : `tag:${message.fields.deliveryTag}`
+      typeof message.properties.messageId === "string"
+        ? message.properties.messageId
+        : `tag:${message.fields.deliveryTag}`
 
     /** Hands a message back, unless it was handed back `maxHandBacks` times already: then it is rejected. */
     const handBackOrReject = (message: Message): Settlement => {
@@ -200,7 +210,12 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         ? "reject"
         : handBackOrReject(message)
 
-    const logVerdict = (message: Message, verdict: Verdict, settlement: Settlement, outcome: PublishOutcome | undefined) => {
+    const logVerdict = (
+      message: Message,
+      verdict: Verdict,
+      settlement: Settlement,
+      outcome: PublishOutcome | undefined
+    ) => {
       const annotations = {
         handler: options.handler,
         messageId: String(message.properties.messageId),
@@ -231,84 +246,108 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     }
 
     const processBatch = (batch: ReadonlyArray<ConsumeMessage>) =>
-      Effect.uninterruptibleMask((restore) => Effect.gen(function*() {
-        settledInSession += batch.length
-        const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, names.exchange))).pipe(
-          Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
-          Effect.catchAllDefect((defect) =>
-            Effect.as(
-              Effect.logError("deciding a batch failed; handing it back").pipe(Effect.annotateLogs({ error: describeCause(defect) })),
-              batch.map(() => undefined)
-            ))
-        )
-        const halt = verdicts.find((v) => v?._tag === "Halt")
-        if (halt?._tag === "Halt") return yield* new ReceiverHalted({ detail: halt.detail })
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          settledInSession += batch.length
+          const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, names.exchange))).pipe(
+            Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
+            Effect.catchAllDefect((defect) =>
+              Effect.as(
+                Effect.logError("deciding a batch failed; handing it back").pipe(
+                  Effect.annotateLogs({ error: describeCause(defect) })
+                ),
+                batch.map(() => undefined)
+              )
+            )
+          )
+          const halt = verdicts.find((v) => v?._tag === "Halt")
+          if (halt?._tag === "Halt") return yield* new ReceiverHalted({ detail: halt.detail })
 
-        const nowMs = yield* Clock.currentTimeMillis
-        const copies: Array<readonly [number, RawPublish]> = []
-        const outcomeOf = new Map<number, PublishOutcome>()
-        for (const [i, message] of batch.entries()) {
-          const verdict = verdicts[i]
-          if (verdict === undefined) continue
-          try {
-            const copy = copyOf(message, verdict, nowMs)
-            if (copy !== undefined) copies.push([i, copy])
-          } catch (cause) {
-            // A copy we cannot even build is one the broker could never take either.
-            outcomeOf.set(i, new Rejected({ reason: "refused", detail: `building the copy: ${describeCause(cause)}` }))
+          const nowMs = yield* Clock.currentTimeMillis
+          const copies: Array<readonly [number, RawPublish]> = []
+          const outcomeOf = new Map<number, PublishOutcome>()
+          for (const [i, message] of batch.entries()) {
+            const verdict = verdicts[i]
+            if (verdict === undefined) continue
+            try {
+              const copy = copyOf(message, verdict, nowMs)
+              if (copy !== undefined) copies.push([i, copy])
+            } catch (cause) {
+              // A copy we cannot even build is one the broker could never take either.
+              outcomeOf.set(
+                i,
+                new Rejected({ reason: "refused", detail: `building the copy: ${describeCause(cause)}` })
+              )
+            }
           }
-        }
-        // Interruptible: the copies may wait for a broker that blocks publishing; stopped
-        // meanwhile, nothing of the batch is settled and the broker redelivers it.
-        const outcomes = copies.length === 0 ? [] : yield* restore(options.copies.publish(copies.map(([, copy]) => copy)))
-        copies.forEach(([i], k) => outcomeOf.set(i, outcomes[k]!))
+          // Interruptible: the copies may wait for a broker that blocks publishing; stopped
+          // meanwhile, nothing of the batch is settled and the broker redelivers it.
+          const outcomes = copies.length === 0
+            ? []
+            : yield* restore(options.copies.publish(copies.map(([, copy]) => copy)))
+          copies.forEach(([i], k) => outcomeOf.set(i, outcomes[k]!))
 
-        const settlements = batch.map((message, i): Settlement => {
-          const verdict = verdicts[i]
-          if (verdict === undefined) return handBackOrReject(message)
-          if (verdict._tag === "Ack") return "ack"
-          return afterCopy(message, outcomeOf.get(i)!)
-        })
-        for (const [i, message] of batch.entries()) {
-          const verdict = verdicts[i]
-          if (verdict !== undefined) yield* logVerdict(message, verdict, settlements[i]!, outcomeOf.get(i))
-          if (settlements[i] === "reject") {
-            yield* Effect.logError("copy not written; rejecting the message to the queue's dead-letter exchange").pipe(
-              Effect.annotateLogs({ handler: options.handler, messageId: String(message.properties.messageId), copy: outcomeOf.get(i)?._tag ?? "none" })
+          const settlements = batch.map((message, i): Settlement => {
+            const verdict = verdicts[i]
+            if (verdict === undefined) return handBackOrReject(message)
+            if (verdict._tag === "Ack") return "ack"
+            return afterCopy(message, outcomeOf.get(i)!)
+          })
+          for (const [i, message] of batch.entries()) {
+            const verdict = verdicts[i]
+            if (verdict !== undefined) yield* logVerdict(message, verdict, settlements[i]!, outcomeOf.get(i))
+            if (settlements[i] === "reject") {
+              yield* Effect.logError("copy not written; rejecting the message to the queue's dead-letter exchange")
+                .pipe(
+                  Effect.annotateLogs({
+                    handler: options.handler,
+                    messageId: String(message.properties.messageId),
+                    copy: outcomeOf.get(i)?._tag ?? "none"
+                  })
+                )
+            }
+          }
+          if (settlements.includes("hand-back")) yield* Effect.sleep(options.requeueDelay)
+          let lastAck: Message | undefined
+          for (const [i, message] of batch.entries()) {
+            const settlement = settlements[i]!
+            if (settlement === "ack") lastAck = message
+            else settle(message, settlement)
+            if (settlement !== "hand-back") handBacks.delete(keyOf(message))
+          }
+          // Every other delivery of the batch is settled, and earlier batches were settled
+          // in full, so this acks exactly the batch's remaining deliveries.
+          if (lastAck !== undefined) settle(lastAck, "ack-up-to")
+          for (const [i, settlement] of settlements.entries()) {
+            const verdict = verdicts[i]
+            const disposition = settlement === "hand-back"
+              ? "handed-back"
+              : settlement === "reject" || verdict?._tag === "DeadLetter"
+              ? "dead"
+              : verdict?._tag === "Retry"
+              ? "retried"
+              : verdict?._tag === "Ack"
+              ? verdict.disposition
+              : "handed-back"
+            yield* Metric.increment(
+              Metric.tagged(Metric.tagged(Metrics.deliveries, "handler", options.handler), "disposition", disposition)
             )
           }
-        }
-        if (settlements.includes("hand-back")) yield* Effect.sleep(options.requeueDelay)
-        let lastAck: Message | undefined
-        for (const [i, message] of batch.entries()) {
-          const settlement = settlements[i]!
-          if (settlement === "ack") lastAck = message
-          else settle(message, settlement)
-          if (settlement !== "hand-back") handBacks.delete(keyOf(message))
-        }
-        // Every other delivery of the batch is settled, and earlier batches were settled
-        // in full, so this acks exactly the batch's remaining deliveries.
-        if (lastAck !== undefined) settle(lastAck, "ack-up-to")
-        for (const [i, settlement] of settlements.entries()) {
-          const verdict = verdicts[i]
-          const disposition = settlement === "hand-back"
-            ? "handed-back"
-            : settlement === "reject" || verdict?._tag === "DeadLetter"
-            ? "dead"
-            : verdict?._tag === "Retry"
-            ? "retried"
-            : verdict?._tag === "Ack"
-            ? verdict.disposition
-            : "handed-back"
-          yield* Metric.increment(Metric.tagged(Metric.tagged(Metrics.deliveries, "handler", options.handler), "disposition", disposition))
-        }
-      }))
+        })
+      )
 
     const why = yield* Effect.raceFirst(
-      Effect.forever(Effect.flatMap(Queue.takeBetween(mailbox, 1, options.prefetch), (chunk) => processBatch(Chunk.toReadonlyArray(chunk)))),
+      Effect.forever(
+        Effect.flatMap(
+          Queue.takeBetween(mailbox, 1, options.prefetch),
+          (chunk) => processBatch(Chunk.toReadonlyArray(chunk))
+        )
+      ),
       Deferred.await(lost)
     )
-    yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(Effect.annotateLogs({ queue, reason: why }))
+    yield* Effect.logWarning("consumer lost its channel; reconnecting").pipe(
+      Effect.annotateLogs({ queue, reason: why })
+    )
   }))
 
   return Effect.gen(function*() {
@@ -323,8 +362,13 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     const reconnecting = (error: string) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        failing = failing.attempt === 0 ? { since: now, attempt: 1 } : { since: failing.since, attempt: failing.attempt + 1 }
-        yield* reportConnection(options.connectionName, ConnectionState.Reconnecting({ since: failing.since, attempt: failing.attempt, error }))
+        failing = failing.attempt === 0
+          ? { since: now, attempt: 1 }
+          : { since: failing.since, attempt: failing.attempt + 1 }
+        yield* reportConnection(
+          options.connectionName,
+          ConnectionState.Reconnecting({ since: failing.since, attempt: failing.attempt, error })
+        )
       })
     for (;;) {
       const startedAt = yield* Clock.currentTimeMillis
@@ -334,9 +378,13 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
         const error = ended.left
         if (error._tag === "BrokerUnavailable" || error._tag === "BrokerRefused") yield* reconnecting(error.message)
         if (error._tag === "BrokerUnavailable") {
-          yield* Effect.logWarning("consumer cannot reach the broker; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
+          yield* Effect.logWarning("consumer cannot reach the broker; retrying").pipe(
+            Effect.annotateLogs({ queue, error: error.message })
+          )
         } else if (error._tag === "BrokerRefused") {
-          yield* Effect.logError("the broker refuses the consumer's connection; retrying").pipe(Effect.annotateLogs({ queue, error: error.message }))
+          yield* Effect.logError("the broker refuses the consumer's connection; retrying").pipe(
+            Effect.annotateLogs({ queue, error: error.message })
+          )
         } else {
           return yield* Effect.fail(error)
         }

@@ -1,8 +1,8 @@
+import type { Options } from "amqplib"
 import { Clock, Deferred, Duration, Effect, FiberId, Metric, Option, ScopedRef } from "effect"
 import { Metrics } from "../../app/Metrics.js"
-import { BrokerConnections, ConnectionState } from "../../ports/BrokerConnections.js"
-import type { Options } from "amqplib"
 import { describeCause } from "../../domain/errors.js"
+import { BrokerConnections, ConnectionState } from "../../ports/BrokerConnections.js"
 import { Confirmed, type PublishOutcome, Rejected, Unknown } from "../../ports/EventBus.js"
 import { AmqpClient, type AmqpConfirmChannel } from "./AmqpClient.js"
 import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
@@ -113,7 +113,9 @@ export const makeAmqpPublisher = (options: {
     const confirmTimeout = Duration.decode(options.confirmTimeout)
     const client = yield* AmqpClient
     const registry = yield* Effect.serviceOption(BrokerConnections)
-    const report = (state: ConnectionState) => (registry._tag === "Some" ? registry.value.report(options.connectionName, state) : Effect.void)
+    const report = (
+      state: ConnectionState
+    ) => (registry._tag === "Some" ? registry.value.report(options.connectionName, state) : Effect.void)
     let failedAttempts = 0
     let failingSince = 0
     let opened = 0
@@ -150,7 +152,11 @@ export const makeAmqpPublisher = (options: {
         const wasOpen = session.open
         session.open = false
         Deferred.unsafeDone(session.lost, Effect.void)
-        if (wasOpen) Effect.runFork(report(ConnectionState.Reconnecting({ since: Date.now(), attempt: 0, error: "the connection closed" })))
+        if (wasOpen) {
+          Effect.runFork(
+            report(ConnectionState.Reconnecting({ since: Date.now(), attempt: 0, error: "the connection closed" }))
+          )
+        }
       }
       channel.on("close", lost)
       channel.on("error", () => {})
@@ -180,8 +186,11 @@ export const makeAmqpPublisher = (options: {
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           if (failedAttempts++ === 0) failingSince = now
-          yield* report(ConnectionState.Reconnecting({ since: failingSince, attempt: failedAttempts, error: error.message }))
-        }))
+          yield* report(
+            ConnectionState.Reconnecting({ since: failingSince, attempt: failedAttempts, error: error.message })
+          )
+        })
+      )
     )
 
     /** The session to publish on: the current one while it is sound, else a new one (the old one released). */
@@ -191,7 +200,9 @@ export const makeAmqpPublisher = (options: {
       if (Option.isSome(existing)) {
         const s = existing.value
         const silent = s.blocked === undefined &&
-          [...s.pending.values()].some((p) => now - p.sentAtMs > SilentConfirmTimeouts * Duration.toMillis(confirmTimeout))
+          [...s.pending.values()].some((p) =>
+            now - p.sentAtMs > SilentConfirmTimeouts * Duration.toMillis(confirmTimeout)
+          )
         if (s.open && !silent) return s
         s.open = false
         yield* ScopedRef.set(ref, Effect.succeed(Option.none()))
@@ -202,10 +213,15 @@ export const makeAmqpPublisher = (options: {
 
     const outcomeOfConfirm = (s: Session, m: RawPublish, err: unknown): PublishOutcome => {
       if (s.returned.delete(m.options.messageId)) {
-        return new Rejected({ reason: "returned", detail: `no queue is bound for '${m.routingKey}' on '${m.exchange || "(default)"}'` })
+        return new Rejected({
+          reason: "returned",
+          detail: `no queue is bound for '${m.routingKey}' on '${m.exchange || "(default)"}'`
+        })
       }
       if (err == null) return new Confirmed()
-      if (err instanceof Error && err.message === NackMessage) return new Rejected({ reason: "nacked", detail: "the broker nacked the message" })
+      if (err instanceof Error && err.message === NackMessage) {
+        return new Rejected({ reason: "nacked", detail: "the broker nacked the message" })
+      }
       // amqplib fails every unconfirmed publish with 'channel closed' before the channel's
       // own 'close' event: the broker may or may not have it.
       return new Unknown({ reason: "channel-closed", detail: describeCause(err) })
@@ -216,7 +232,9 @@ export const makeAmqpPublisher = (options: {
       Effect.gen(function*() {
         const key = keyOf(m)
         const inFlight = s.pending.get(key)
-        if (inFlight !== undefined) return inFlight.outcome
+        if (inFlight !== undefined) {
+          return inFlight.outcome
+        }
         const outcome = yield* Deferred.make<PublishOutcome>()
         if (confirmed.has(key)) {
           yield* Deferred.succeed(outcome, new Confirmed())
@@ -229,7 +247,13 @@ export const makeAmqpPublisher = (options: {
           Deferred.unsafeDone(outcome, Effect.succeed(result))
         }
         try {
-          s.channel.publish(m.exchange, m.routingKey, m.content, { ...m.options, mandatory: true }, (err) => settle(outcomeOfConfirm(s, m, err)))
+          s.channel.publish(
+            m.exchange,
+            m.routingKey,
+            m.content,
+            { ...m.options, mandatory: true },
+            (err) => settle(outcomeOfConfirm(s, m, err))
+          )
         } catch (cause) {
           const detail = describeCause(cause)
           settle(
@@ -246,13 +270,16 @@ export const makeAmqpPublisher = (options: {
         Effect.timeoutTo({
           duration: confirmTimeout,
           onSuccess: (o): PublishOutcome => o,
-          onTimeout: () => new Unknown({ reason: "confirm-timeout", detail: `no confirm within ${Duration.format(confirmTimeout)}` })
+          onTimeout: () =>
+            new Unknown({ reason: "confirm-timeout", detail: `no confirm within ${Duration.format(confirmTimeout)}` })
         })
       )
 
     const publish = (messages: ReadonlyArray<RawPublish>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
       Effect.gen(function*() {
-        if (messages.length === 0) return []
+        if (messages.length === 0) {
+          return []
+        }
         const opened = yield* Effect.either(current)
         if (opened._tag === "Left") {
           const detail = opened.left.message
@@ -261,10 +288,14 @@ export const makeAmqpPublisher = (options: {
         const s = opened.right
         const blocked = s.blocked
         if (blocked !== undefined) {
-          yield* Effect.logWarning("the broker blocks publishing; waiting").pipe(Effect.annotateLogs({ reason: blocked.reason }))
+          yield* Effect.logWarning("the broker blocks publishing; waiting").pipe(
+            Effect.annotateLogs({ reason: blocked.reason })
+          )
           yield* Effect.raceFirst(Deferred.await(blocked.lifted), Deferred.await(s.lost))
         }
-        if (!s.open) return messages.map(() => new Unknown({ reason: "channel-closed", detail: "the connection closed" }))
+        if (!s.open) {
+          return messages.map(() => new Unknown({ reason: "channel-closed", detail: "the connection closed" }))
+        }
         const now = yield* Clock.currentTimeMillis
         const inFlight: Array<Deferred.Deferred<PublishOutcome>> = []
         for (const m of messages) inFlight.push(yield* send(s, m, now))

@@ -42,7 +42,11 @@ export const BrokerStatsAmqp = Layer.effect(
     const fromManagement = (queue: string, asOfMs: number): Effect.Effect<QueueFigures, ManagementUnanswered> =>
       Effect.map(management.queue(queue), (found): QueueFigures =>
         Option.match(found, {
-          onNone: () => ({ ...unavailable(queue, asOfMs, "the queue does not exist"), exists: false, source: "management" }),
+          onNone: () => ({
+            ...unavailable(queue, asOfMs, "the queue does not exist"),
+            exists: false,
+            source: "management"
+          }),
           onSome: (info) => ({
             queue,
             exists: true,
@@ -80,22 +84,33 @@ export const BrokerStatsAmqp = Layer.effect(
                 Effect.catchAll((error) =>
                   Effect.succeed(
                     /\b404\b|NOT_FOUND/.test(describeCause(error))
-                      ? { ...unavailable(queue, asOfMs, "the queue does not exist"), exists: false, source: "queue.declare" as const }
+                      ? {
+                        ...unavailable(queue, asOfMs, "the queue does not exist"),
+                        exists: false,
+                        source: "queue.declare" as const
+                      }
                       : unavailable(queue, asOfMs, scrub(describeCause(error)))
-                  ))
+                  )
+                )
               )
             },
             (channel) => closeQuietly(() => channel.close())
           ))
       })).pipe(
         Effect.provideService(AmqpClient, client),
-        Effect.catchAll((error) => Effect.succeed(queues.map((q) => unavailable(q, asOfMs, `management API: ${why}; AMQP: ${scrub(error.message)}`))))
+        Effect.catchAll((error) =>
+          Effect.succeed(
+            queues.map((q) => unavailable(q, asOfMs, `management API: ${why}; AMQP: ${scrub(error.message)}`))
+          )
+        )
       )
 
     const figuresOf = (queues: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const asOfMs = yield* Clock.currentTimeMillis
-        const answered = yield* Effect.either(Effect.forEach(queues, (q) => fromManagement(q, asOfMs), { concurrency: "unbounded" }))
+        const answered = yield* Effect.either(
+          Effect.forEach(queues, (q) => fromManagement(q, asOfMs), { concurrency: "unbounded" })
+        )
         return answered._tag === "Right" ? answered.right : yield* fromDeclare(queues, asOfMs, answered.left.detail)
       })
 
@@ -103,7 +118,11 @@ export const BrokerStatsAmqp = Layer.effect(
       handlerQueues: (handler: HandlerName) =>
         Effect.gen(function*() {
           const delays = settings.retry[handler].delays
-          const all = yield* figuresOf([names.queue(handler), ...delays.map((d) => names.retryQueue(handler, d)), names.deadQueue(handler)])
+          const all = yield* figuresOf([
+            names.queue(handler),
+            ...delays.map((d) => names.retryQueue(handler, d)),
+            names.deadQueue(handler)
+          ])
           return {
             queue: all[0]!,
             retry: delays.map((delay, i) => ({ delayMs: Duration.toMillis(delay), figures: all[i + 1]! })),

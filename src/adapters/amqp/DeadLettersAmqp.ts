@@ -1,5 +1,5 @@
-import { Effect, Layer } from "effect"
 import type { GetMessage, Message } from "amqplib"
+import { Effect, Layer } from "effect"
 import { Settings } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
 import type { HandlerName } from "../../domain/HandlerName.js"
@@ -14,15 +14,21 @@ import {
 
 /** The port's shape, with the broker client its operations still need. */
 interface DeadLettersShape {
-  readonly list: (handler: HandlerName, limit: number) => Effect.Effect<ReadonlyArray<DeadLetter>, DeadLettersUnavailable, AmqpClient>
+  readonly list: (
+    handler: HandlerName,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<DeadLetter>, DeadLettersUnavailable, AmqpClient>
   readonly replay: (
     handler: HandlerName,
     selection: DeadLetterSelection,
     options: { readonly dryRun: boolean }
   ) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable, AmqpClient>
-  readonly purge: (handler: HandlerName, selection: DeadLetterSelection) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable, AmqpClient>
+  readonly purge: (
+    handler: HandlerName,
+    selection: DeadLetterSelection
+  ) => Effect.Effect<DeadLetterMove, DeadLettersUnavailable, AmqpClient>
 }
-import { AmqpClient, type AmqpChannel } from "./AmqpClient.js"
+import { type AmqpChannel, AmqpClient } from "./AmqpClient.js"
 import { brokerAccessOf, closeQuietly, openConnection } from "./AmqpConnection.js"
 import { makeAmqpPublisher } from "./AmqpPublisher.js"
 import { KitHeaders, replayCopy } from "./FailureHeaders.js"
@@ -41,7 +47,9 @@ const timestampMs = (value: unknown): number | null => {
   const seconds = typeof value === "object" && value !== null ? (value as { value?: unknown }).value : undefined
   return typeof seconds === "number" ? seconds * 1000 : null
 }
-const count = (value: unknown): number => (typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : 0)
+const count = (
+  value: unknown
+): number => (typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : 0)
 
 interface Death {
   readonly reason?: unknown
@@ -63,7 +71,9 @@ export const readDeadLetter = (handler: HandlerName, message: Message): DeadLett
   const deaths = Array.isArray(headers["x-death"]) ? (headers["x-death"] as ReadonlyArray<Death>) : []
   const death = deaths[0]
   const ours = text(headers[KitHeaders.reason])
-  const reason: DeadReason = ours === "incompatible" || ours === "exhausted" || ours === "untrusted-publisher" ? ours : "rejected-by-broker"
+  const reason: DeadReason = ours === "incompatible" || ours === "exhausted" || ours === "untrusted-publisher"
+    ? ours
+    : "rejected-by-broker"
   const keys = Array.isArray(death?.["routing-keys"]) ? (death["routing-keys"] as ReadonlyArray<unknown>) : []
   return {
     messageId: text(message.properties.messageId) ?? "(none)",
@@ -87,7 +97,8 @@ export const readDeadLetter = (handler: HandlerName, message: Message): DeadLett
   }
 }
 
-const unavailable = (what: string) => (cause: unknown) => new DeadLettersUnavailable({ detail: `${what}: ${describeCause(cause)}` })
+const unavailable = (what: string) => (cause: unknown) =>
+  new DeadLettersUnavailable({ detail: `${what}: ${describeCause(cause)}` })
 
 /**
  * The `DeadLetters` port over amqplib. Each operation opens its own connection (named
@@ -105,17 +116,21 @@ export const DeadLettersAmqp = Layer.effect(
     const names = namesOf(settings.prefix)
 
     /** Runs `use` with a channel holding the dead queue's messages read so far; everything not acked returns to the queue. */
-    const withDeadQueue = <A>(handler: HandlerName, use: (channel: AmqpChannel, queue: string, depth: number) => Effect.Effect<A, DeadLettersUnavailable>) =>
+    const withDeadQueue = <A>(
+      handler: HandlerName,
+      use: (channel: AmqpChannel, queue: string, depth: number) => Effect.Effect<A, DeadLettersUnavailable>
+    ) =>
       Effect.scoped(Effect.gen(function*() {
         const connection = yield* openConnection(brokerAccessOf(settings), `${settings.prefix}-operator`).pipe(
           Effect.mapError((e) => new DeadLettersUnavailable({ detail: e.message }))
         )
         const channel = yield* Effect.acquireRelease(
           Effect.tryPromise({ try: () => connection.createChannel(), catch: unavailable("opening a channel") }),
-          (ch) => closeQuietly(async () => {
-            ch.nackAll(true)
-            await ch.close()
-          })
+          (ch) =>
+            closeQuietly(async () => {
+              ch.nackAll(true)
+              await ch.close()
+            })
         )
         channel.on("error", () => {})
         const queue = names.deadQueue(handler)
@@ -128,7 +143,10 @@ export const DeadLettersAmqp = Layer.effect(
 
     /** The next message of the queue, or `undefined` when there is none. */
     const next = (channel: AmqpChannel, queue: string) =>
-      Effect.tryPromise({ try: () => channel.get(queue, { noAck: false }), catch: unavailable(`basic.get on '${queue}'`) }).pipe(
+      Effect.tryPromise({
+        try: () => channel.get(queue, { noAck: false }),
+        catch: unavailable(`basic.get on '${queue}'`)
+      }).pipe(
         Effect.map((m): GetMessage | undefined => (m === false ? undefined : m))
       )
 
@@ -152,48 +170,56 @@ export const DeadLettersAmqp = Layer.effect(
           })),
 
       replay: (handler, selection, { dryRun }) =>
-        Effect.scoped(Effect.gen(function*() {
-          const publisher = yield* makeAmqpPublisher({
-            access: brokerAccessOf(settings),
-            connectionName: `${settings.prefix}-operator-publisher`,
-            role: "operator",
-            topology: topologyPlanOf(settings, handler),
-            confirmTimeout: settings.confirmTimeout
-          })
-          const exchange = names.handlerExchange(handler)
-          return yield* withDeadQueue(handler, (channel, queue, depth) =>
-            Effect.gen(function*() {
-              const seen: Array<string> = []
-              const moved: Array<string> = []
-              const failed: Array<string> = []
-              let chunk: Array<GetMessage> = []
-              const flush = Effect.gen(function*() {
-                if (chunk.length === 0) return
-                const outcomes = yield* publisher.publish(chunk.map((m) => replayCopy(m, exchange, HandlerRoutes.redeliver)))
-                for (const [i, message] of chunk.entries()) {
-                  const id = String(message.properties.messageId)
-                  if (outcomes[i]?._tag === "Confirmed") {
-                    channel.ack(message)
-                    moved.push(id)
-                  } else {
-                    failed.push(id)
+        Effect.scoped(
+          Effect.gen(function*() {
+            const publisher = yield* makeAmqpPublisher({
+              access: brokerAccessOf(settings),
+              connectionName: `${settings.prefix}-operator-publisher`,
+              role: "operator",
+              topology: topologyPlanOf(settings, handler),
+              confirmTimeout: settings.confirmTimeout
+            })
+            const exchange = names.handlerExchange(handler)
+            return yield* withDeadQueue(handler, (channel, queue, depth) =>
+              Effect.gen(function*() {
+                const seen: Array<string> = []
+                const moved: Array<string> = []
+                const failed: Array<string> = []
+                let chunk: Array<GetMessage> = []
+                const flush = Effect.gen(function*() {
+                  if (chunk.length === 0) return
+                  const outcomes = yield* publisher.publish(
+                    chunk.map((m) => replayCopy(m, exchange, HandlerRoutes.redeliver))
+                  )
+                  for (const [i, message] of chunk.entries()) {
+                    const id = String(message.properties.messageId)
+                    if (outcomes[i]?._tag === "Confirmed") {
+                      channel.ack(message)
+                      moved.push(id)
+                    } else {
+                      failed.push(id)
+                    }
                   }
+                  chunk = []
+                })
+                for (let read = 0; read < depth; read++) {
+                  const message = yield* next(channel, queue)
+                  if (message === undefined) break
+                  seen.push(String(message.properties.messageId))
+                  if (!select(selection)(message)) continue
+                  if (dryRun) moved.push(String(message.properties.messageId))
+                  else chunk.push(message)
+                  if (chunk.length >= ReplayChunk) yield* flush
                 }
-                chunk = []
-              })
-              for (let read = 0; read < depth; read++) {
-                const message = yield* next(channel, queue)
-                if (message === undefined) break
-                seen.push(String(message.properties.messageId))
-                if (!select(selection)(message)) continue
-                if (dryRun) moved.push(String(message.properties.messageId))
-                else chunk.push(message)
-                if (chunk.length >= ReplayChunk) yield* flush
-              }
-              yield* flush
-              return { moved, failed, notFound: notFound(selection, seen) } satisfies DeadLetterMove
-            }))
-        }).pipe(Effect.mapError((e) => (e._tag === "DeadLettersUnavailable" ? e : new DeadLettersUnavailable({ detail: e.message }))))),
+                yield* flush
+                return { moved, failed, notFound: notFound(selection, seen) } satisfies DeadLetterMove
+              }))
+          }).pipe(
+            Effect.mapError((
+              e
+            ) => (e._tag === "DeadLettersUnavailable" ? e : new DeadLettersUnavailable({ detail: e.message })))
+          )
+        ),
 
       purge: (handler, selection) =>
         withDeadQueue(handler, (channel, queue, depth) =>
@@ -215,7 +241,8 @@ export const DeadLettersAmqp = Layer.effect(
     }
     return DeadLetters.of({
       list: (handler, limit) => Effect.provideService(port.list(handler, limit), AmqpClient, client),
-      replay: (handler, selection, options) => Effect.provideService(port.replay(handler, selection, options), AmqpClient, client),
+      replay: (handler, selection, options) =>
+        Effect.provideService(port.replay(handler, selection, options), AmqpClient, client),
       purge: (handler, selection) => Effect.provideService(port.purge(handler, selection), AmqpClient, client)
     })
   })

@@ -1,10 +1,10 @@
-import { Effect, Layer, Redacted, Schedule } from "effect"
-import { registerConnectionCheck } from "../../ports/BrokerConnections.js"
-import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
+import { Effect, Layer, type Redacted, Schedule } from "effect"
 import { Settings } from "../../config.js"
+import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
+import { registerConnectionCheck } from "../../ports/BrokerConnections.js"
 import { EventBus } from "../../ports/EventBus.js"
-import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { brokerAccessOf, brokerUrlsOf } from "./AmqpConnection.js"
+import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { namesOf, topologyPlanOf } from "./Topology.js"
 
 /** The application header that carries the W3C trace context of the span that published the message. */

@@ -49,7 +49,8 @@ const nonNegativeInteger = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : undefined
 
 /** True when the message is a dead-letter copy of the kit (it has a reason); moved back by hand, it is a replay. */
-export const isDeadCopy = (properties: MessageProperties): boolean => typeof properties.headers?.[KitHeaders.reason] === "string"
+export const isDeadCopy = (properties: MessageProperties): boolean =>
+  typeof properties.headers?.[KitHeaders.reason] === "string"
 
 /**
  * Failed attempts before this delivery, from the kit's attempts header: 0 when it is
@@ -75,12 +76,16 @@ const failureHeaders = (message: Message, context: FailureContext): Headers => {
   return {
     ...headers,
     [KitHeaders.attempts]: context.attempts,
-    [KitHeaders.firstFailureAt]: typeof headers[KitHeaders.firstFailureAt] === "string" ? headers[KitHeaders.firstFailureAt] : now,
+    [KitHeaders.firstFailureAt]: typeof headers[KitHeaders.firstFailureAt] === "string"
+      ? headers[KitHeaders.firstFailureAt]
+      : now,
     [KitHeaders.lastFailureAt]: now,
     [KitHeaders.errorTag]: `${context.failure._tag}/${context.failure.errorTag}`,
     [KitHeaders.error]: context.failure.detail,
     [KitHeaders.handler]: context.handler,
-    [KitHeaders.originalExchange]: typeof headers[KitHeaders.originalExchange] === "string" ? headers[KitHeaders.originalExchange] : message.fields.exchange,
+    [KitHeaders.originalExchange]: typeof headers[KitHeaders.originalExchange] === "string"
+      ? headers[KitHeaders.originalExchange]
+      : message.fields.exchange,
     [KitHeaders.originalRoutingKey]: typeof headers[KitHeaders.originalRoutingKey] === "string"
       ? headers[KitHeaders.originalRoutingKey]
       : message.fields.routingKey,
@@ -100,7 +105,12 @@ const copyId = (message: Message) =>
  * properties, persistent, with the failure headers; published to the handler's exchange
  * with the tier's routing key.
  */
-export const retryCopy = (message: Message, context: FailureContext, exchange: string, routingKey: string): RawPublish => {
+export const retryCopy = (
+  message: Message,
+  context: FailureContext,
+  exchange: string,
+  routingKey: string
+): RawPublish => {
   const headers = failureHeaders(message, context)
   return {
     exchange,
@@ -113,7 +123,14 @@ export const retryCopy = (message: Message, context: FailureContext, exchange: s
 
 /** A copy is the same copy when it is of the same message, for the same attempt, replay and destination. */
 const sameCopy = (exchange: string, routingKey: string, messageId: string, headers: Headers) =>
-  [exchange, routingKey, messageId, headers[KitHeaders.attempts], headers[KitHeaders.replays] ?? 0, headers[KitHeaders.reason] ?? ""].join("\u0000")
+  [
+    exchange,
+    routingKey,
+    messageId,
+    headers[KitHeaders.attempts],
+    headers[KitHeaders.replays] ?? 0,
+    headers[KitHeaders.reason] ?? ""
+  ].join("\u0000")
 
 /**
  * The copy of a delivery for the handler's dead-letter queue: as a retry copy, plus the
@@ -142,7 +159,15 @@ export const deadCopy = (
 }
 
 /** Headers the broker sets when it dead-letters a message (RabbitMQ "Dead Letter Exchanges"). */
-const BrokerDeathHeaders = ["x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason"]
+const BrokerDeathHeaders = [
+  "x-death",
+  "x-first-death-exchange",
+  "x-first-death-queue",
+  "x-first-death-reason",
+  "x-last-death-exchange",
+  "x-last-death-queue",
+  "x-last-death-reason"
+]
 
 /**
  * A dead letter sent back to its handler by an operator: the same body and properties,
@@ -153,7 +178,9 @@ export const replayCopy = (message: Message, exchange: string, routingKey: strin
   const headers = headersOf(message.properties)
   const expiration = headers[KitHeaders.originalExpiration]
   for (const name of [...Object.values(KitHeaders), ...BrokerDeathHeaders]) {
-    if (name !== KitHeaders.replays && name !== KitHeaders.originalExchange && name !== KitHeaders.originalRoutingKey) delete headers[name]
+    if (name !== KitHeaders.replays && name !== KitHeaders.originalExchange && name !== KitHeaders.originalRoutingKey) {
+      delete headers[name]
+    }
   }
   headers[KitHeaders.replays] = (nonNegativeInteger(message.properties.headers?.[KitHeaders.replays]) ?? 0) + 1
   return {

@@ -28,7 +28,8 @@ export interface ManagementAccess {
 export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "managementUrl">): ManagementAccess => {
   const amqp = new URL(brokerUrlsOf(settings.amqpUrl)[0]!)
   const management = Option.match(settings.managementUrl, {
-    onNone: () => new URL(amqp.protocol === "amqps:" ? `https://${amqp.hostname}:15671` : `http://${amqp.hostname}:15672`),
+    onNone: () =>
+      new URL(amqp.protocol === "amqps:" ? `https://${amqp.hostname}:15671` : `http://${amqp.hostname}:15672`),
     onSome: (url) => new URL(Redacted.value(url))
   })
   const from = management.username === "" ? amqp : management
@@ -50,7 +51,9 @@ export const QueueInfo = Schema.Struct({
 const Bindings = Schema.Array(Schema.Struct({ routing_key: Schema.String }))
 
 /** The management API did not answer in time, refused the user, or answered something else; `detail` carries no password. */
-export class ManagementUnanswered extends Schema.TaggedError<ManagementUnanswered>()("ManagementUnanswered", { detail: Schema.String }) {}
+export class ManagementUnanswered
+  extends Schema.TaggedError<ManagementUnanswered>()("ManagementUnanswered", { detail: Schema.String })
+{}
 
 /**
  * The few reads the kit makes of the RabbitMQ management HTTP API (RabbitMQ "HTTP API
@@ -73,7 +76,8 @@ export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<Managem
       const http = (yield* HttpClient.HttpClient).pipe(HttpClient.filterStatusOk)
       const access = managementAccessOf(settings)
       const vhost = encodeURIComponent(access.vhost)
-      const scrub = (text: string) => scrubCredentials(text, settings.amqpUrl).split(Redacted.value(access.password)).join("***")
+      const scrub = (text: string) =>
+        scrubCredentials(text, settings.amqpUrl).split(Redacted.value(access.password)).join("***")
       const get = <A, I>(path: string, schema: Schema.Schema<A, I>) =>
         http.execute(
           HttpClientRequest.get(`${access.baseUrl}${path}`).pipe(
@@ -83,20 +87,28 @@ export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<Managem
         ).pipe(
           Effect.flatMap(HttpClientResponse.schemaBodyJson(schema)),
           Effect.map(Option.some),
-          Effect.catchIf((error) => error._tag === "ResponseError" && error.response.status === 404, () => Effect.succeed(Option.none<A>())),
+          Effect.catchIf((error) => error._tag === "ResponseError" && error.response.status === 404, () =>
+            Effect.succeed(Option.none<A>())),
           Effect.timeoutFail({
             duration: ManagementTimeout,
-            onTimeout: () => new ManagementUnanswered({ detail: `no answer within ${Duration.format(ManagementTimeout)}` })
+            onTimeout: () =>
+              new ManagementUnanswered({ detail: `no answer within ${Duration.format(ManagementTimeout)}` })
           }),
           Effect.catchAll((error) =>
-            Effect.fail(error instanceof ManagementUnanswered ? error : new ManagementUnanswered({ detail: scrub(describeCause(error)) })))
+            Effect.fail(
+              error instanceof ManagementUnanswered
+                ? error
+                : new ManagementUnanswered({ detail: scrub(describeCause(error)) })
+            )
+          )
         )
       return {
         queue: (name) => get(`/api/queues/${vhost}/${encodeURIComponent(name)}`, QueueInfo),
         bindingKeys: (exchange, queue) =>
           Effect.map(
             get(`/api/bindings/${vhost}/e/${encodeURIComponent(exchange)}/q/${encodeURIComponent(queue)}`, Bindings),
-            (found) => Option.match(found, { onNone: () => [], onSome: (bindings) => bindings.map((b) => b.routing_key) })
+            (found) =>
+              Option.match(found, { onNone: () => [], onSome: (bindings) => bindings.map((b) => b.routing_key) })
           )
       }
     })

@@ -32,7 +32,9 @@ export const RedeliveryAmqp = Layer.effect(
             confirmTimeout: settings.confirmTimeout
           })
           const exchange = names.handlerExchange(handler)
-          return yield* publisher.publish(envelopes.map((e) => ({ ...toPublish(exchange, e, user), routingKey: HandlerRoutes.redeliver })))
+          return yield* publisher.publish(
+            envelopes.map((e) => ({ ...toPublish(exchange, e, user), routingKey: HandlerRoutes.redeliver }))
+          )
         })).pipe(Effect.provideService(AmqpClient, client))
     }
   })

@@ -5,7 +5,6 @@ import { MaterialPublishedV1 } from "../../domain/MaterialPublished.js"
 import type { AmqpChannel, AmqpConnection } from "./AmqpClient.js"
 import { BrokerRefused, BrokerUnavailable, closeQuietly } from "./AmqpConnection.js"
 
-
 export interface ExchangeSpec {
   readonly name: string
   readonly type: "topic" | "direct"
@@ -92,7 +91,9 @@ export interface TopologySettings {
 export const topologyOf = (settings: TopologySettings, part: TopologyPart = "all"): Topology => {
   const { prefix, queueType } = settings
   const names = namesOf(prefix)
-  const atLeastOnce = queueType === "quorum" ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" } : {}
+  const atLeastOnce = queueType === "quorum"
+    ? { "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish" }
+    : {}
   const perHandler = (handler: HandlerName) => {
     const exchange = names.handlerExchange(handler)
     const policy = settings.retry[handler]
@@ -127,7 +128,11 @@ export const topologyOf = (settings: TopologySettings, part: TopologyPart = "all
       bindings: [
         { queue: names.queue(handler), exchange: names.exchange, routingKey: MaterialPublishedV1.type },
         { queue: names.queue(handler), exchange, routingKey: HandlerRoutes.redeliver },
-        ...policy.delays.map((delay) => ({ queue: names.retryQueue(handler, delay), exchange, routingKey: HandlerRoutes.retry(delay) })),
+        ...policy.delays.map((delay) => ({
+          queue: names.retryQueue(handler, delay),
+          exchange,
+          routingKey: HandlerRoutes.retry(delay)
+        })),
         { queue: names.deadQueue(handler), exchange, routingKey: HandlerRoutes.dead }
       ] satisfies Array<BindingSpec>
     }
@@ -195,12 +200,16 @@ export const declareTopology = (connection: AmqpConnection, topology: Topology) 
       Effect.gen(function*() {
         channel.on("error", () => {})
         for (const exchange of topology.exchanges) {
-          yield* declareStep(`exchange '${exchange.name}'`, () =>
-            channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable }))
+          yield* declareStep(
+            `exchange '${exchange.name}'`,
+            () => channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable })
+          )
         }
         for (const queue of topology.queues) {
-          yield* declareStep(`queue '${queue.name}'`, () =>
-            channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments }))
+          yield* declareStep(
+            `queue '${queue.name}'`,
+            () => channel.assertQueue(queue.name, { durable: queue.durable, arguments: queue.arguments })
+          )
         }
         for (const binding of topology.bindings) {
           yield* declareStep(
@@ -244,4 +253,3 @@ export const declarePlan = (connection: AmqpConnection, plan: TopologyPlan) =>
         )
     )
   )
-

@@ -16,15 +16,24 @@ export interface TopologyCheck {
 const isNotFound = (cause: unknown) => /\b404\b|NOT_FOUND/.test(describeCause(cause))
 
 /** A passive declare on a channel of its own (a 404 closes the channel): true when the object exists. */
-const exists = (connection: AmqpConnection, check: (channel: Awaited<ReturnType<AmqpConnection["createChannel"]>>) => Promise<unknown>) =>
+const exists = (
+  connection: AmqpConnection,
+  check: (channel: Awaited<ReturnType<AmqpConnection["createChannel"]>>) => Promise<unknown>
+) =>
   Effect.acquireUseRelease(
-    Effect.tryPromise({ try: () => connection.createChannel(), catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${describeCause(cause)}` }) }),
+    Effect.tryPromise({
+      try: () => connection.createChannel(),
+      catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${describeCause(cause)}` })
+    }),
     (channel) => {
       channel.on("error", () => {})
       return Effect.tryPromise(() => check(channel)).pipe(
         Effect.as(true),
         Effect.catchAll((error) =>
-          isNotFound(error.error) ? Effect.succeed(false) : Effect.fail(new BrokerUnavailable({ detail: describeCause(error.error) })))
+          isNotFound(error.error)
+            ? Effect.succeed(false)
+            : Effect.fail(new BrokerUnavailable({ detail: describeCause(error.error) }))
+        )
       )
     },
     (channel) => closeQuietly(() => channel.close())
@@ -37,11 +46,17 @@ const exists = (connection: AmqpConnection, check: (channel: Awaited<ReturnType<
  * `BrokerUnavailable`; a management API that does not answer only leaves the bindings
  * unchecked.
  */
-export const checkTopology = (connection: AmqpConnection, topology: Topology, management: Option.Option<ManagementApi["Type"]>) =>
+export const checkTopology = (
+  connection: AmqpConnection,
+  topology: Topology,
+  management: Option.Option<ManagementApi["Type"]>
+) =>
   Effect.gen(function*() {
     const missing: Array<string> = []
     for (const exchange of topology.exchanges) {
-      if (!(yield* exists(connection, (ch) => ch.checkExchange(exchange.name)))) missing.push(`exchange '${exchange.name}'`)
+      if (!(yield* exists(connection, (ch) => ch.checkExchange(exchange.name)))) {
+        missing.push(`exchange '${exchange.name}'`)
+      }
     }
     for (const queue of topology.queues) {
       if (!(yield* exists(connection, (ch) => ch.checkQueue(queue.name)))) missing.push(`queue '${queue.name}'`)
@@ -49,11 +64,15 @@ export const checkTopology = (connection: AmqpConnection, topology: Topology, ma
     let bindingsChecked = Option.isSome(management)
     if (Option.isSome(management)) {
       const found = yield* Effect.either(Effect.forEach(topology.bindings, (b) =>
-        Effect.map(management.value.bindingKeys(b.exchange, b.queue), (keys) => keys.includes(b.routingKey))))
-      if (found._tag === "Left") bindingsChecked = false
-      else {
+        Effect.map(management.value.bindingKeys(b.exchange, b.queue), (keys) =>
+          keys.includes(b.routingKey))))
+      if (found._tag === "Left") {
+        bindingsChecked = false
+      } else {
         for (const [i, b] of topology.bindings.entries()) {
-          if (!found.right[i]) missing.push(`binding '${b.exchange}' -> '${b.queue}' (${b.routingKey})`)
+          if (!found.right[i]) {
+            missing.push(`binding '${b.exchange}' -> '${b.queue}' (${b.routingKey})`)
+          }
         }
       }
     }

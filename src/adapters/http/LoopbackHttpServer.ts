@@ -14,11 +14,17 @@ import { Cause, Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
+import { Metrics } from "../../app/Metrics.js"
 import { truncate } from "../../domain/JsonInput.js"
 import { Supervisor } from "../../ports/Supervisor.js"
-import { Metrics } from "../../app/Metrics.js"
 import { OperationsHttpApi } from "./OperationsHttpApi.js"
-import { InvalidRequest, MethodNotAllowed, NotFound, ProblemContentType, PublicationHttpApi } from "./PublicationHttpApi.js"
+import {
+  InvalidRequest,
+  MethodNotAllowed,
+  NotFound,
+  ProblemContentType,
+  PublicationHttpApi
+} from "./PublicationHttpApi.js"
 
 /**
  * A client gets this long (ms) to send a whole request (Node's `requestTimeout`; its
@@ -45,7 +51,11 @@ export class LoopbackServer extends Context.Tag("dostavka/LoopbackServer")<Loopb
   readonly ignoreUpgrades: Effect.Effect<void>
 }>() {}
 
-const reasonPhrase: Record<number, string> = { 400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large" }
+const reasonPhrase: Record<number, string> = {
+  400: "Bad Request",
+  408: "Request Timeout",
+  431: "Request Header Fields Too Large"
+}
 
 /**
  * Answers what Node's HTTP parser refuses before any handler runs (RFC 9457 bodies here
@@ -61,7 +71,9 @@ const answerClientError = (requestTimeoutMs: number) => (error: Error & { readon
   }
   const status = error.code === "HPE_HEADER_OVERFLOW" ? 431 : error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400
   const body = JSON.stringify({
-    type: `urn:dostavka:problem:${status === 431 ? "headers-too-large" : status === 408 ? "request-timeout" : "malformed-request"}`,
+    type: `urn:dostavka:problem:${
+      status === 431 ? "headers-too-large" : status === 408 ? "request-timeout" : "malformed-request"
+    }`,
     title: reasonPhrase[status],
     status,
     detail: status === 431
@@ -87,7 +99,11 @@ export const loopbackHttpServer = (port: number, requestTimeoutMs: number = Requ
     const supervisor = yield* Effect.serviceOption(Supervisor)
     // Node checks these timeouts every `connectionsCheckingInterval` (30 s by default),
     // which would let a stalled request wait up to 60 s for its 408.
-    const server: Server = createServer({ requestTimeout: requestTimeoutMs, headersTimeout: requestTimeoutMs, connectionsCheckingInterval: 1_000 })
+    const server: Server = createServer({
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: 1_000
+    })
     let inFlight = 0
     let draining = false
     let idle: (() => void) | undefined
@@ -148,13 +164,24 @@ interface Route {
 
 /** Every route `api` declares, plus `extra` ones (the documentation routes). */
 const routesOf = (api: HttpApi.HttpApi.Any, extra: ReadonlyArray<string>): ReadonlyArray<Route> => {
-  const routes: Array<Route> = extra.map((path) => ({ pattern: new RegExp(`^${path.replace(/\./g, "\\.")}$`), template: path, method: "GET" }))
+  const routes: Array<Route> = extra.map((path) => ({
+    pattern: new RegExp(`^${path.replace(/\./g, "\\.")}$`),
+    template: path,
+    method: "GET"
+  }))
   HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
       const pattern = endpoint.path
         .split("/")
-        .map((segment) => (segment === "*" ? ".*" : segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+        .map((
+          segment
+        ) => (segment === "*"
+          ? ".*"
+          : segment.startsWith(":")
+          ? "[^/]+"
+          : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+        )
         .join("/")
       routes.push({ pattern: new RegExp(`^${pattern}$`), template: endpoint.path, method: endpoint.method })
     }
@@ -162,12 +189,19 @@ const routesOf = (api: HttpApi.HttpApi.Any, extra: ReadonlyArray<string>): Reado
   return routes
 }
 
-const allowedMethods = (routes: ReadonlyArray<Route>, path: string) =>
-  [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))]
+const allowedMethods = (
+  routes: ReadonlyArray<Route>,
+  path: string
+) => [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))]
 
-const templateOf = (routes: ReadonlyArray<Route>, path: string) => routes.find((r) => r.pattern.test(path))?.template ?? "(none)"
+const templateOf = (routes: ReadonlyArray<Route>, path: string) =>
+  routes.find((r) => r.pattern.test(path))?.template ?? "(none)"
 
-const problem = (status: number, body: NotFound | MethodNotAllowed | InvalidRequest, headers: Record<string, string> = {}) => {
+const problem = (
+  status: number,
+  body: NotFound | MethodNotAllowed | InvalidRequest,
+  headers: Record<string, string> = {}
+) => {
   const { _tag: _, ...wire } = body
   return HttpServerResponse.unsafeJson(wire, { status, contentType: ProblemContentType, headers })
 }
@@ -194,16 +228,25 @@ const edge = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>
           const path = error.request.url.split("?")[0] ?? ""
           const allowed = allowedMethods(routes, path)
           const what = `${error.request.method} ${truncate(path, 200)}`
-          if (allowed.length === 0) return Effect.succeed(problem(404, new NotFound({ detail: `${what} is not known here` })))
+          if (allowed.length === 0) {
+            return Effect.succeed(problem(404, new NotFound({ detail: `${what} is not known here` })))
+          }
           // The path has a route for this method, and the router still refused it: a
           // segment's percent-encoding does not decode (`%zz`, bytes that are not UTF-8),
           // or it is over the router's 100 characters.
           if (allowed.includes(error.request.method)) {
-            const issue = { field: "(path)", message: "has a segment that is not valid percent-encoded UTF-8, or is over 100 characters" }
-            return Effect.succeed(problem(400, new InvalidRequest({ detail: `(path): ${issue.message}`, errors: [issue] })))
+            const issue = {
+              field: "(path)",
+              message: "has a segment that is not valid percent-encoded UTF-8, or is over 100 characters"
+            }
+            return Effect.succeed(
+              problem(400, new InvalidRequest({ detail: `(path): ${issue.message}`, errors: [issue] }))
+            )
           }
           return Effect.succeed(
-            problem(405, new MethodNotAllowed({ detail: `${what}: use ${allowed.join(", ")}` }), { allow: allowed.join(", ") })
+            problem(405, new MethodNotAllowed({ detail: `${what}: use ${allowed.join(", ")}` }), {
+              allow: allowed.join(", ")
+            })
           )
         }
       })
@@ -233,7 +276,13 @@ const requestLog = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default
     const finish = (status: number) =>
       Effect.gen(function*() {
         const durationMs = (yield* Clock.currentTimeMillis) - startedAt
-        yield* Metric.increment(Metric.tagged(Metric.tagged(Metrics.httpRequests, "status", String(status)), "route", templateOf(routes, path)))
+        yield* Metric.increment(
+          Metric.tagged(
+            Metric.tagged(Metrics.httpRequests, "status", String(status)),
+            "route",
+            templateOf(routes, path)
+          )
+        )
         yield* Effect.logInfo("request").pipe(
           Effect.annotateLogs({ method: request.method, path: truncate(path, 200), status, durationMs, requestId })
         )
@@ -243,26 +292,39 @@ const requestLog = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default
     return HttpServerResponse.setHeader(response, "x-request-id", requestId)
   })
 
-const isDecodeError = (error: unknown): error is HttpApiError.HttpApiDecodeError => error instanceof HttpApiError.HttpApiDecodeError
+const isDecodeError = (error: unknown): error is HttpApiError.HttpApiDecodeError =>
+  error instanceof HttpApiError.HttpApiDecodeError
 
 /**
  * The platform decodes the declared headers before a handler runs; its refusal becomes
  * our `InvalidRequest`, naming the header as a client spells it.
  */
-const headerProblems = HttpApiBuilder.middleware(PublicationHttpApi, (app) =>
-  Effect.catchAllCause(app, (cause) =>
-    Option.match(failureIf(cause, isDecodeError), {
-      onNone: () => Effect.failCause(cause),
-      onSome: (error) =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const missing = request.headers["idempotency-key"] === undefined
-          const issues = error.issues.some((issue) => issue.path[0] === "idempotency-key")
-            ? [{ field: "Idempotency-Key", message: missing ? "header is required" : "must be 1–200 printable ASCII characters" }]
-            : error.issues.slice(0, 20).map((i) => ({ field: i.path.map(String).join(".") || "(request)", message: truncate(i.message) }))
-          return yield* new InvalidRequest({ detail: issues.map((i) => `${i.field}: ${i.message}`).join("; "), errors: issues })
-        })
-    })))
+const headerProblems = HttpApiBuilder.middleware(
+  PublicationHttpApi,
+  (app) =>
+    Effect.catchAllCause(app, (cause) =>
+      Option.match(failureIf(cause, isDecodeError), {
+        onNone: () => Effect.failCause(cause),
+        onSome: (error) =>
+          Effect.gen(function*() {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            const missing = request.headers["idempotency-key"] === undefined
+            const issues = error.issues.some((issue) => issue.path[0] === "idempotency-key")
+              ? [{
+                field: "Idempotency-Key",
+                message: missing ? "header is required" : "must be 1–200 printable ASCII characters"
+              }]
+              : error.issues.slice(0, 20).map((i) => ({
+                field: i.path.map(String).join(".") || "(request)",
+                message: truncate(i.message)
+              }))
+            return yield* new InvalidRequest({
+              detail: issues.map((i) => `${i.field}: ${i.message}`).join("; "),
+              errors: issues
+            })
+          })
+      }))
+)
 
 /**
  * Serves the `HttpApi` in context (`HttpApiBuilder.api(api)` with its handlers) on the
@@ -271,7 +333,11 @@ const headerProblems = HttpApiBuilder.middleware(PublicationHttpApi, (app) =>
  * off the server, so a request that arrives on a kept-alive connection meanwhile is
  * still answered.
  */
-const serveApi = <E, R>(api: HttpApi.HttpApi.Any, extras: Layer.Layer<never, E, R>, extraRoutes: ReadonlyArray<string>) => {
+const serveApi = <E, R>(
+  api: HttpApi.HttpApi.Any,
+  extras: Layer.Layer<never, E, R>,
+  extraRoutes: ReadonlyArray<string>
+) => {
   const routes = routesOf(api, extraRoutes)
   return Layer.scopedDiscard(Effect.gen(function*() {
     const app = yield* HttpApiBuilder.httpApp
@@ -292,7 +358,11 @@ const serveApi = <E, R>(api: HttpApi.HttpApi.Any, extras: Layer.Layer<never, E, 
  */
 export const servePublicationApi = serveApi(
   PublicationHttpApi,
-  Layer.mergeAll(HttpApiScalar.layer({ path: "/docs" }), HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }), headerProblems),
+  Layer.mergeAll(
+    HttpApiScalar.layer({ path: "/docs" }),
+    HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+    headerProblems
+  ),
   ["/openapi.json", "/docs"]
 )
 

@@ -1,12 +1,23 @@
-import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, HttpServerResponse, OpenApi } from "@effect/platform"
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiSchema,
+  HttpServerResponse,
+  OpenApi
+} from "@effect/platform"
 import { Effect, Schema } from "effect"
-import { MetricsExposition, PrometheusContentType } from "../metrics/PrometheusExposition.js"
 import { Readiness } from "../../ports/Readiness.js"
+import { MetricsExposition, PrometheusContentType } from "../metrics/PrometheusExposition.js"
 
 const Check = Schema.Struct({ name: Schema.String, ok: Schema.Boolean, detail: Schema.optional(Schema.String) })
 
 /** `GET /readyz`'s body, 200 or 503: every check with its result. */
-export const ReadinessView = Schema.Struct({ status: Schema.Literal("ready", "not ready"), checks: Schema.Array(Check) })
+export const ReadinessView = Schema.Struct({
+  status: Schema.Literal("ready", "not ready"),
+  checks: Schema.Array(Check)
+})
 
 /**
  * What a supervisor or a scraper asks of any role process:
@@ -45,16 +56,22 @@ export const operationsAnswers = Effect.gen(function*() {
     healthz: Effect.succeed({ status: "ok" as const }),
     readyz: Effect.map(readiness.check, (checks) => {
       const ready = checks.every((c) => c.ok)
-      return HttpServerResponse.unsafeJson({ status: ready ? "ready" : "not ready", checks }, { status: ready ? 200 : 503 })
+      return HttpServerResponse.unsafeJson({ status: ready ? "ready" : "not ready", checks }, {
+        status: ready ? 200 : 503
+      })
     }),
     metrics: Effect.map(metrics.text, (text) => HttpServerResponse.text(text, { contentType: PrometheusContentType }))
   }
 })
 
 /** The handlers of `OperationsHttpApi`. */
-export const OperationsLive = HttpApiBuilder.group(OperationsHttpApi, "operations", (handlers) =>
-  Effect.map(operationsAnswers, (answers) =>
-    handlers
-      .handle("healthz", () => answers.healthz)
-      .handleRaw("readyz", () => answers.readyz)
-      .handleRaw("metrics", () => answers.metrics)))
+export const OperationsLive = HttpApiBuilder.group(
+  OperationsHttpApi,
+  "operations",
+  (handlers) =>
+    Effect.map(operationsAnswers, (answers) =>
+      handlers
+        .handle("healthz", () => answers.healthz)
+        .handleRaw("readyz", () => answers.readyz)
+        .handleRaw("metrics", () => answers.metrics))
+)

@@ -2,8 +2,8 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Schema } from "effect"
 import { MaxBodyBytes } from "../../domain/Material.js"
 import { IdempotencyKey, PublishMaterial } from "../../domain/PublishMaterial.js"
-import { StatusWire } from "./StatusWire.js"
 import { OperationsGroup } from "./OperationsHttpApi.js"
+import { StatusWire } from "./StatusWire.js"
 
 /**
  * The largest request accepted, in bytes: a 1 MiB material body written entirely as
@@ -35,7 +35,9 @@ const problemFields = <const Kind extends string, const Title extends string, co
 
 /** One field of a refused request and why, e.g. `{ field: "revision", message: "must be at least 1" }`. */
 export const FieldIssue = Schema.Struct({
-  field: Schema.String.annotations({ description: "the field's wire name, a header name, or `(body)` for the body as a whole" }),
+  field: Schema.String.annotations({
+    description: "the field's wire name, a header name, or `(body)` for the body as a whole"
+  }),
   message: Schema.String
 })
 
@@ -44,6 +46,7 @@ export const FieldIssue = Schema.Struct({
  * as `application/problem+json`. Handlers fail with the class; the body is its fields.
  */
 const onTheWire = <Self extends { readonly _tag: string }, Fields extends Schema.Struct.Fields>(
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any encoded form: each error class has its own
   errorClass: Schema.Schema<Self, any> & { readonly fields: Fields; readonly _tag: Self["_tag"] },
   status: number,
   description: string
@@ -67,7 +70,9 @@ export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("Invali
 }) {}
 
 /** 404: no such material, publication request, or route. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", problemFields("not-found", "Not found", 404)) {}
+export class NotFound
+  extends Schema.TaggedError<NotFound>()("NotFound", problemFields("not-found", "Not found", 404))
+{}
 
 /** 405: the path exists, the method does not; `Allow` lists the methods that do. */
 export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()(
@@ -141,9 +146,17 @@ export const MaterialView = Schema.Struct({
   status: PublicationStatus
 })
 
-const storageUnavailable = onTheWire(StorageUnavailable, 503, "The database failed or stayed locked; retry later with the same Idempotency-Key")
+const storageUnavailable = onTheWire(
+  StorageUnavailable,
+  503,
+  "The database failed or stayed locked; retry later with the same Idempotency-Key"
+)
 const notFound = onTheWire(NotFound, 404, "Not known here")
-const invalidRequest = onTheWire(InvalidRequest, 400, "A missing or bad Idempotency-Key, a body that is not a strict UTF-8 JSON object, or bad fields")
+const invalidRequest = onTheWire(
+  InvalidRequest,
+  400,
+  "A missing or bad Idempotency-Key, a body that is not a strict UTF-8 JSON object, or bad fields"
+)
 
 const publish = HttpApiEndpoint.post("publish", "/v1/publications")
   .setHeaders(Schema.Struct({ "idempotency-key": IdempotencyKey }))
@@ -151,7 +164,13 @@ const publish = HttpApiEndpoint.post("publish", "/v1/publications")
   .addSuccess(PublicationAccepted, { status: 202 })
   .addError(invalidRequest)
   .addError(onTheWire(StaleRevisionProblem, 409, "The revision is not greater than the material's current one"))
-  .addError(onTheWire(PayloadTooLarge, 413, `The request is over ${MaxRequestBytes} bytes, or body over ${MaxBodyBytes} bytes of UTF-8`))
+  .addError(
+    onTheWire(
+      PayloadTooLarge,
+      413,
+      `The request is over ${MaxRequestBytes} bytes, or body over ${MaxBodyBytes} bytes of UTF-8`
+    )
+  )
   .addError(onTheWire(UnsupportedMediaType, 415, "The Content-Type is not application/json"))
   .addError(onTheWire(IdempotencyKeyReusedProblem, 422, "The Idempotency-Key was already used for a different request"))
   .addError(storageUnavailable)
@@ -175,16 +194,24 @@ const getMaterial = HttpApiEndpoint.get("getMaterial", "/v1/materials/*")
   .addError(notFound)
   .addError(storageUnavailable)
   .annotate(OpenApi.Summary, "The latest revision of a material")
-  .annotate(OpenApi.Description, "The rest of the path is the material id, slashes included: `/v1/materials/guides/quorum-queues`.")
+  .annotate(
+    OpenApi.Description,
+    "The rest of the path is the material id, slashes included: `/v1/materials/guides/quorum-queues`."
+  )
 
 /** The publication endpoints: publish, and read back what was accepted. */
-export class PublicationsGroup extends HttpApiGroup.make("publications").add(publish).add(getPublication).add(getMaterial) {}
+export class PublicationsGroup
+  extends HttpApiGroup.make("publications").add(publish).add(getPublication).add(getMaterial)
+{}
 
 /** `GET /v1/status`: the operator's view across the outbox, the broker and the inboxes. */
 export class StatusGroup extends HttpApiGroup.make("status").add(
   HttpApiEndpoint.get("status", "/v1/status")
     .addSuccess(StatusWire)
-    .annotate(OpenApi.Summary, "The outbox, each handler's queues and inbox side by side, and this process's broker connections")
+    .annotate(
+      OpenApi.Summary,
+      "The outbox, each handler's queues and inbox side by side, and this process's broker connections"
+    )
     .annotate(
       OpenApi.Description,
       "Queue figures come from the RabbitMQ management API (up to 5 s old) or, when it does not answer, a passive " +
@@ -220,15 +247,20 @@ export class PublicationHttpApi extends HttpApi.make("dostavka")
  * never sends (it answers `InvalidRequest` instead): the generator files it, with our own
  * 400, under `application/json`; this keeps only ours, under `application/problem+json`.
  */
+// The OpenAPI document is untyped JSON, walked by shape.
+/* eslint-disable @typescript-eslint/no-explicit-any */
 const withoutPlatformDecodeError = (spec: Record<string, any>): Record<string, any> => {
-  const isPlatformError = (schema: { readonly $ref?: unknown }) => schema.$ref === "#/components/schemas/HttpApiDecodeError"
+  const isPlatformError = (schema: { readonly $ref?: unknown }) =>
+    schema.$ref === "#/components/schemas/HttpApiDecodeError"
   for (const path of Object.values<Record<string, any>>(spec.paths ?? {})) {
     for (const operation of Object.values<Record<string, any>>(path)) {
       const response = operation.responses?.["400"]
       const json = response?.content?.["application/json"]
       if (json === undefined) continue
       delete response.content["application/json"]
-      const ours = ((json.schema.anyOf ?? [json.schema]) as Array<Record<string, any>>).filter((s) => !isPlatformError(s))
+      const ours = ((json.schema.anyOf ?? [json.schema]) as Array<Record<string, any>>).filter((s) =>
+        !isPlatformError(s)
+      )
       if (ours.length === 0) {
         if (Object.keys(response.content).length === 0) delete operation.responses["400"]
         continue
@@ -240,3 +272,4 @@ const withoutPlatformDecodeError = (spec: Record<string, any>): Record<string, a
   for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey"]) delete spec.components?.schemas?.[name]
   return spec
 }
+/* eslint-enable @typescript-eslint/no-explicit-any */

@@ -1,8 +1,9 @@
 import { HttpApiBuilder, HttpRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
-import { PublicationQueries } from "../../app/queries.js"
 import { publishMaterial } from "../../app/publishMaterial.js"
+import { PublicationQueries } from "../../app/queries.js"
+import { StatusView } from "../../app/status.js"
 import { JsonContentType, mediaType } from "../../domain/Envelope.js"
 import { describeCause, type FieldIssue, type PersistenceError } from "../../domain/errors.js"
 import { parseJsonBytes, truncate } from "../../domain/JsonInput.js"
@@ -10,8 +11,6 @@ import { MaterialId, MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, type IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { operationsAnswers } from "./OperationsHttpApi.js"
-import { toStatusWire } from "./StatusWire.js"
-import { StatusView } from "../../app/status.js"
 import {
   IdempotencyKeyReusedProblem,
   InvalidRequest,
@@ -23,6 +22,7 @@ import {
   StorageUnavailable,
   UnsupportedMediaType
 } from "./PublicationHttpApi.js"
+import { toStatusWire } from "./StatusWire.js"
 
 const invalid = (issues: ReadonlyArray<FieldIssue>) =>
   new InvalidRequest({ detail: issues.map((i) => `${i.field}: ${i.message}`).join("; "), errors: issues })
@@ -72,7 +72,9 @@ const unavailable = (role: string) => (error: PersistenceError) =>
       Effect.annotateLogs({ operation: error.operation, kind: error.kind, cause: describeCause(error.cause) })
     )
     if (error.kind === "lost") yield* Effect.flatMap(Supervisor, (s) => s.halt(role, describeCause(error.cause)))
-    return yield* new StorageUnavailable({ detail: `${error.operation} failed; retry later with the same Idempotency-Key` })
+    return yield* new StorageUnavailable({
+      detail: `${error.operation} failed; retry later with the same Idempotency-Key`
+    })
   })
 
 /**
@@ -91,12 +93,16 @@ const publish = (request: HttpServerRequest.HttpServerRequest, idempotencyKey: I
     }
     const declared = Number(request.headers["content-length"] ?? "0")
     if (declared > MaxRequestBytes) {
-      return yield* new PayloadTooLarge({ detail: `the body is ${declared} bytes; at most ${MaxRequestBytes} are accepted` })
+      return yield* new PayloadTooLarge({
+        detail: `the body is ${declared} bytes; at most ${MaxRequestBytes} are accepted`
+      })
     }
     const bytes = yield* readBody(request, MaxRequestBytes)
     const json = parseJsonBytes(bytes)
     if (Either.isLeft(json)) return yield* invalid([{ field: "(body)", message: json.left.message }])
-    const body = typeof json.right === "object" && json.right !== null ? (json.right as { body?: unknown }).body : undefined
+    const body = typeof json.right === "object" && json.right !== null
+      ? (json.right as { body?: unknown }).body
+      : undefined
     if (typeof body === "string" && Buffer.byteLength(body, "utf8") > MaxBodyBytes) {
       const detail = `body is ${Buffer.byteLength(body, "utf8")} bytes of UTF-8; at most ${MaxBodyBytes} are accepted`
       return yield* new PayloadTooLarge({ detail, errors: [{ field: "body", message: detail }] })
@@ -108,14 +114,16 @@ const publish = (request: HttpServerRequest.HttpServerRequest, idempotencyKey: I
       Effect.catchTags({
         StaleRevision: (e) =>
           new StaleRevisionProblem({
-            detail: `revision ${e.revision} of '${e.materialId}' is not greater than the current revision ${e.currentRevision}`,
+            detail:
+              `revision ${e.revision} of '${e.materialId}' is not greater than the current revision ${e.currentRevision}`,
             material_id: e.materialId,
             revision: e.revision,
             current_revision: e.currentRevision
           }),
         IdempotencyKeyReused: (e) =>
           new IdempotencyKeyReusedProblem({
-            detail: `Idempotency-Key '${e.idempotencyKey}' was already used with another body; use a new key for a new request`,
+            detail:
+              `Idempotency-Key '${e.idempotencyKey}' was already used with another body; use a new key for a new request`,
             errors: [{ field: "Idempotency-Key", message: "already used for a different request" }]
           }),
         PersistenceError: unavailable("api")
@@ -133,63 +141,78 @@ const publish = (request: HttpServerRequest.HttpServerRequest, idempotencyKey: I
  * connection. A storage failure is logged and answered 503; a database file that was
  * removed under the process also halts the role (`Supervisor`).
  */
-export const PublicationsLive = HttpApiBuilder.group(PublicationHttpApi, "publications", (handlers) =>
-  Effect.gen(function*() {
-    const queries = yield* PublicationQueries
-    return handlers
-      .handleRaw("publish", ({ headers, request }) => publish(request, headers["idempotency-key"]))
-      .handle("getPublication", ({ path }) =>
-        queries.findPublication(path.request_id).pipe(
-          Effect.catchTag("PersistenceError", unavailable("api")),
-          Effect.flatMap(Option.match({
-            onNone: () => new NotFound({ detail: `publication request '${truncate(path.request_id, 200)}' is not known here` }),
-            onSome: (r) =>
-              Effect.succeed({
-                request_id: r.requestId,
-                event_id: r.eventId,
-                material_id: r.materialId,
-                revision: r.revision,
-                accepted_at: new Date(r.acceptedAtMs).toISOString(),
-                status: r.status
-              })
+export const PublicationsLive = HttpApiBuilder.group(
+  PublicationHttpApi,
+  "publications",
+  (handlers) =>
+    Effect.gen(function*() {
+      const queries = yield* PublicationQueries
+      return handlers
+        .handleRaw("publish", ({ headers, request }) => publish(request, headers["idempotency-key"]))
+        .handle("getPublication", ({ path }) =>
+          queries.findPublication(path.request_id).pipe(
+            Effect.catchTag("PersistenceError", unavailable("api")),
+            Effect.flatMap(Option.match({
+              onNone: () =>
+                new NotFound({ detail: `publication request '${truncate(path.request_id, 200)}' is not known here` }),
+              onSome: (r) =>
+                Effect.succeed({
+                  request_id: r.requestId,
+                  event_id: r.eventId,
+                  material_id: r.materialId,
+                  revision: r.revision,
+                  accepted_at: new Date(r.acceptedAtMs).toISOString(),
+                  status: r.status
+                })
+            }))
+          ))
+        .handleRaw("getMaterial", () =>
+          Effect.gen(function*() {
+            // The router has decoded the rest of the path; `.` and `..` segments in it
+            // (encoded as %2e) are refused here, never resolved against the path.
+            const id = (yield* HttpRouter.params)["*"] ?? ""
+            const valid = Schema.decodeUnknownEither(MaterialId)(id)
+            if (Either.isLeft(valid)) {
+              return yield* invalid([{
+                field: "material_id",
+                message: truncate(
+                  ParseResult.ArrayFormatter.formatErrorSync(valid.left)[0]?.message ?? "is not a material id"
+                )
+              }])
+            }
+            const found = yield* queries.findMaterial(id).pipe(Effect.catchTag("PersistenceError", unavailable("api")))
+            if (Option.isNone(found)) {
+              return yield* new NotFound({ detail: `material '${truncate(id, 200)}' is not known here` })
+            }
+            const m = found.value
+            return HttpServerResponse.unsafeJson({
+              material_id: m.materialId,
+              revision: m.revision,
+              title: m.title,
+              summary: m.summary,
+              event_id: m.eventId,
+              published_at: new Date(m.publishedAtMs).toISOString(),
+              status: m.status
+            })
           }))
-        ))
-      .handleRaw("getMaterial", () =>
-        Effect.gen(function*() {
-          // The router has decoded the rest of the path; `.` and `..` segments in it
-          // (encoded as %2e) are refused here, never resolved against the path.
-          const id = (yield* HttpRouter.params)["*"] ?? ""
-          const valid = Schema.decodeUnknownEither(MaterialId)(id)
-          if (Either.isLeft(valid)) {
-            return yield* invalid([{
-              field: "material_id",
-              message: truncate(ParseResult.ArrayFormatter.formatErrorSync(valid.left)[0]?.message ?? "is not a material id")
-            }])
-          }
-          const found = yield* queries.findMaterial(id).pipe(Effect.catchTag("PersistenceError", unavailable("api")))
-          if (Option.isNone(found)) return yield* new NotFound({ detail: `material '${truncate(id, 200)}' is not known here` })
-          const m = found.value
-          return HttpServerResponse.unsafeJson({
-            material_id: m.materialId,
-            revision: m.revision,
-            title: m.title,
-            summary: m.summary,
-            event_id: m.eventId,
-            published_at: new Date(m.publishedAtMs).toISOString(),
-            status: m.status
-          })
-        }))
-  }))
+    })
+)
 
 /** The operations endpoints of the publication API (`/healthz`, `/readyz`, `/metrics`). */
-export const PublicationOperationsLive = HttpApiBuilder.group(PublicationHttpApi, "operations", (handlers) =>
-  Effect.map(operationsAnswers, (answers) =>
-    handlers
-      .handle("healthz", () => answers.healthz)
-      .handleRaw("readyz", () => answers.readyz)
-      .handleRaw("metrics", () => answers.metrics)))
-
+export const PublicationOperationsLive = HttpApiBuilder.group(
+  PublicationHttpApi,
+  "operations",
+  (handlers) =>
+    Effect.map(operationsAnswers, (answers) =>
+      handlers
+        .handle("healthz", () => answers.healthz)
+        .handleRaw("readyz", () => answers.readyz)
+        .handleRaw("metrics", () => answers.metrics))
+)
 
 /** `GET /v1/status`, from the process's `StatusView`. */
-export const PublicationStatusLive = HttpApiBuilder.group(PublicationHttpApi, "status", (handlers) =>
-  Effect.map(StatusView, (view) => handlers.handle("status", () => Effect.map(view.report, toStatusWire))))
+export const PublicationStatusLive = HttpApiBuilder.group(
+  PublicationHttpApi,
+  "status",
+  (handlers) => Effect.map(StatusView, (view) => handlers.handle("status", () => Effect.map(view.report, toStatusWire)))
+)

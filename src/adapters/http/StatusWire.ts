@@ -1,23 +1,31 @@
 import { Schema } from "effect"
-import type { QueueFigures } from "../../ports/BrokerStats.js"
 import type { StatusReport } from "../../app/status.js"
+import type { QueueFigures } from "../../ports/BrokerStats.js"
 
 const Count = Schema.NullOr(Schema.Number)
 const Instant = Schema.NullOr(Schema.String.annotations({ description: "ISO 8601 UTC instant" }))
 
 const QueueFiguresWire = Schema.Struct({
   queue: Schema.String,
-  exists: Schema.NullOr(Schema.Boolean).annotations({ description: "false when the broker says the queue does not exist" }),
+  exists: Schema.NullOr(Schema.Boolean).annotations({
+    description: "false when the broker says the queue does not exist"
+  }),
   ready: Count,
   unacked: Count,
   consumers: Count,
   source: Schema.Literal("management", "queue.declare", "unavailable").annotations({
-    description: "management: the management API; queue.declare: a passive declare (unacked unknown); unavailable: neither answered"
+    description:
+      "management: the management API; queue.declare: a passive declare (unacked unknown); unavailable: neither answered"
   }),
   as_of: Schema.String.annotations({ description: "when the kit asked, ISO 8601 UTC" }),
-  stale_up_to_ms: Schema.Number.annotations({ description: "how much older than as_of the figures may be (the management API samples every 5 s)" }),
+  stale_up_to_ms: Schema.Number.annotations({
+    description: "how much older than as_of the figures may be (the management API samples every 5 s)"
+  }),
   detail: Schema.optional(Schema.String)
-}).annotations({ identifier: "QueueFigures", description: "a queue as the broker reports it; null is unknown, never zero" })
+}).annotations({
+  identifier: "QueueFigures",
+  description: "a queue as the broker reports it; null is unknown, never zero"
+})
 
 /**
  * `GET /v1/status` and `status --json`: the outbox, each handler's queues and inbox side by
@@ -47,7 +55,10 @@ export const StatusWire = Schema.Struct({
       retrying: Schema.Number,
       dead: Schema.Number
     })),
-    gaps: Count.annotations({ description: "events published over 60 s ago that this handler never applied, is not retrying and did not dead-letter" }),
+    gaps: Count.annotations({
+      description:
+        "events published over 60 s ago that this handler never applied, is not retrying and did not dead-letter"
+    }),
     detail: Schema.optional(Schema.String)
   })),
   connections: Schema.Array(Schema.Struct({

@@ -8,13 +8,26 @@ export const logFormatConfig = Config.string("DOSTAVKA_LOG_FORMAT").pipe(
   Config.mapOrFail((text) =>
     text === "logfmt" || text === "json"
       ? Either.right(text)
-      : Either.left(ConfigError.InvalidData([], `DOSTAVKA_LOG_FORMAT=${JSON.stringify(text.slice(0, 100))} is not accepted: use logfmt or json`)))
+      : Either.left(
+        ConfigError.InvalidData(
+          [],
+          `DOSTAVKA_LOG_FORMAT=${JSON.stringify(text.slice(0, 100))} is not accepted: use logfmt or json`
+        )
+      )
+  )
 )
 
 /** `messageId` → `message_id`: the JSON lines' field names are snake_case, as the HTTP API's are. */
 const snakeCase = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
 
-const levelNames: Record<string, string> = { DEBUG: "debug", INFO: "info", WARN: "warning", ERROR: "error", FATAL: "fatal", TRACE: "trace" }
+const levelNames: Record<string, string> = {
+  DEBUG: "debug",
+  INFO: "info",
+  WARN: "warning",
+  ERROR: "error",
+  FATAL: "fatal",
+  TRACE: "trace"
+}
 
 /**
  * One JSON object per line on stderr: `time` (ISO 8601), `level` (debug, info, warning,
@@ -27,7 +40,9 @@ export const jsonLineLogger = Logger.make(({ annotations, cause, date, logLevel,
   const line: Record<string, unknown> = {
     time: date.toISOString(),
     level: levelNames[logLevel.label] ?? logLevel.label.toLowerCase(),
-    message: (List.isList(message) ? List.toArray(message) : Array.isArray(message) ? message : [message]).map((m) => (typeof m === "string" ? m : Inspectable.toStringUnknown(m))).join(" ")
+    message: (List.isList(message) ? List.toArray(message) : Array.isArray(message) ? message : [message]).map((
+      m
+    ) => (typeof m === "string" ? m : Inspectable.toStringUnknown(m))).join(" ")
   }
   for (const [key, value] of HashMap.toEntries(annotations)) line[snakeCase(key)] = value
   if (!Cause.isEmpty(cause)) line.cause = Cause.pretty(cause).split("\n")[0]

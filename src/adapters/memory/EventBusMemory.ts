@@ -12,7 +12,9 @@ export class EventBusMemoryLog extends Context.Tag("dostavka/EventBusMemoryLog")
   readonly attempts: Ref.Ref<number>
 }>() {}
 
-export const EventBusMemory = (script: (envelope: Envelope, attempt: number) => PublishOutcome = () => new Confirmed()) =>
+export const EventBusMemory = (
+  script: (envelope: Envelope, attempt: number) => PublishOutcome = () => new Confirmed()
+) =>
   Layer.effectContext(Effect.gen(function*() {
     const published = yield* Ref.make<ReadonlyArray<Envelope>>([])
     const attempts = yield* Ref.make(0)

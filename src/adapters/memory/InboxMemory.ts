@@ -14,8 +14,14 @@ export const InboxMemory = Layer.effect(
     const failures = yield* db.table<ReadonlyMap<string, DeliveryFailure>>("delivery_failures", new Map())
     return {
       find: (handler, messageId) =>
-        Effect.map(Ref.get(table), (t) =>
-          Option.map(Option.fromNullable(t.get(keyOf(handler, messageId))), ({ duplicates: _, ...receipt }) => receipt)),
+        Effect.map(
+          Ref.get(table),
+          (t) =>
+            Option.map(
+              Option.fromNullable(t.get(keyOf(handler, messageId))),
+              ({ duplicates: _, ...receipt }) => receipt
+            )
+        ),
       record: (receipt) =>
         Effect.flatMap(Ref.get(table), (t) => {
           const key = keyOf(receipt.handler, receipt.messageId)

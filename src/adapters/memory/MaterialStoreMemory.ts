@@ -1,5 +1,5 @@
 import { Effect, Layer, Option, Ref } from "effect"
-import { MaterialStore, type MaterialRevision } from "../../ports/MaterialStore.js"
+import { type MaterialRevision, MaterialStore } from "../../ports/MaterialStore.js"
 import { MemoryDatabase, uniqueViolation } from "./MemoryDatabase.js"
 
 /** The in-memory twin of `MaterialStoreSqlite`. */
@@ -15,13 +15,16 @@ export const MaterialStoreMemory = Layer.effect(
             rows.filter((r) => r.materialId === materialId).sort((a, b) => b.revision - a.revision)[0]
           )),
       insert: (revision) =>
-        Effect.flatMap(Ref.get(table), (rows) =>
-          rows.some((r) =>
-              (r.materialId === revision.materialId && r.revision === revision.revision) ||
-              r.eventId === revision.eventId
-            )
-            ? Effect.fail(uniqueViolation("materials.insert", "materials.material_id, materials.revision"))
-            : Ref.set(table, [...rows, revision]))
+        Effect.flatMap(
+          Ref.get(table),
+          (rows) =>
+            rows.some((r) =>
+                (r.materialId === revision.materialId && r.revision === revision.revision) ||
+                r.eventId === revision.eventId
+              )
+              ? Effect.fail(uniqueViolation("materials.insert", "materials.material_id, materials.revision"))
+              : Ref.set(table, [...rows, revision])
+        )
     }
   })
 )

@@ -41,8 +41,10 @@ export class MemoryDatabase extends Context.Tag("dostavka/MemoryDatabase")<Memor
           return yield* exit
         })
       const run: TransactionShape["run"] = (effect) =>
-        Effect.flatMap(FiberRef.get(inTransaction), (nested) =>
-          nested ? undoOnFailure(effect) : lock.withPermits(1)(undoOnFailure(effect)))
+        Effect.flatMap(
+          FiberRef.get(inTransaction),
+          (nested) => nested ? undoOnFailure(effect) : lock.withPermits(1)(undoOnFailure(effect))
+        )
       return { table, run }
     })
   )

@@ -56,8 +56,13 @@ export const OutboxMemory = Layer.effect(
           })
         })),
       parked: (limit) =>
-        Effect.map(Ref.get(table), (t) =>
-          t.rows.filter((row) => row.parkedAtMs !== null && row.publishedAtMs === null).slice(0, limit).map(withoutSchedule)),
+        Effect.map(
+          Ref.get(table),
+          (t) =>
+            t.rows.filter((row) => row.parkedAtMs !== null && row.publishedAtMs === null).slice(0, limit).map(
+              withoutSchedule
+            )
+        ),
       release: (messageIds) =>
         Ref.modify(table, (t) => {
           let released = 0
@@ -93,17 +98,28 @@ export const OutboxMemory = Layer.effect(
             published: t.rows.filter((row) => row.publishedAtMs !== null).length,
             parked: t.rows.filter((row) => row.publishedAtMs === null && row.parkedAtMs !== null).length,
             oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, nowMs - oldest),
-            publishedLastMinute: t.rows.filter((row) => row.publishedAtMs !== null && row.publishedAtMs >= nowMs - 60_000).length
+            publishedLastMinute: t.rows.filter((row) =>
+              row.publishedAtMs !== null && row.publishedAtMs >= nowMs - 60_000
+            ).length
           }
         }),
       publishedPage: (afterSequence, publishedBeforeMs, limit) =>
         Effect.map(Ref.get(table), (t) =>
           t.rows
-            .filter((row) => row.sequence > afterSequence && row.publishedAtMs !== null && row.publishedAtMs < publishedBeforeMs)
+            .filter((row) =>
+              row.sequence > afterSequence && row.publishedAtMs !== null && row.publishedAtMs < publishedBeforeMs
+            )
             .slice(0, limit)
-            .map((row) => ({ sequence: row.sequence, messageId: row.envelope.messageId, publishedAtMs: row.publishedAtMs! }))),
+            .map((row) => ({
+              sequence: row.sequence,
+              messageId: row.envelope.messageId,
+              publishedAtMs: row.publishedAtMs!
+            }))),
       find: (messageIds) =>
-        Effect.map(Ref.get(table), (t) => t.rows.filter((row) => messageIds.includes(row.envelope.messageId)).map(withoutSchedule)),
+        Effect.map(
+          Ref.get(table),
+          (t) => t.rows.filter((row) => messageIds.includes(row.envelope.messageId)).map(withoutSchedule)
+        ),
       acquireLease: (owner, ttlMs, nowMs) =>
         Ref.modify(table, (t) => {
           const lease = t.lease === undefined || t.lease.owner === owner || t.lease.expiresAtMs <= nowMs
@@ -111,8 +127,7 @@ export const OutboxMemory = Layer.effect(
             : t.lease
           return [lease, { ...t, lease }]
         }),
-      releaseLease: (owner) =>
-        Ref.update(table, (t) => (t.lease?.owner === owner ? { ...t, lease: undefined } : t))
+      releaseLease: (owner) => Ref.update(table, (t) => (t.lease?.owner === owner ? { ...t, lease: undefined } : t))
     }
   })
 )

@@ -9,16 +9,20 @@ export const PublicationRequestsMemory = Layer.effect(
     const db = yield* MemoryDatabase
     const table = yield* db.table<ReadonlyArray<PublicationRequest>>("publication_requests", [])
     return {
-      byKey: (key) => Effect.map(Ref.get(table), (rows) => Option.fromNullable(rows.find((r) => r.idempotencyKey === key))),
+      byKey: (key) =>
+        Effect.map(Ref.get(table), (rows) => Option.fromNullable(rows.find((r) => r.idempotencyKey === key))),
       byId: (id) => Effect.map(Ref.get(table), (rows) => Option.fromNullable(rows.find((r) => r.requestId === id))),
       insert: (request) =>
-        Effect.flatMap(Ref.get(table), (rows) =>
-          rows.some((r) =>
-              r.idempotencyKey === request.idempotencyKey || r.requestId === request.requestId ||
-              r.eventId === request.eventId
-            )
-            ? Effect.fail(uniqueViolation("requests.insert", "publication_requests.idempotency_key"))
-            : Ref.set(table, [...rows, request]))
+        Effect.flatMap(
+          Ref.get(table),
+          (rows) =>
+            rows.some((r) =>
+                r.idempotencyKey === request.idempotencyKey || r.requestId === request.requestId ||
+                r.eventId === request.eventId
+              )
+              ? Effect.fail(uniqueViolation("requests.insert", "publication_requests.idempotency_key"))
+              : Ref.set(table, [...rows, request])
+        )
     }
   })
 )

@@ -14,10 +14,12 @@ export class MetricsExposition extends Context.Tag("dostavka/MetricsExposition")
    * escaping), so the kit does not. The exporter's own HTTP server is not started; the
    * kit's servers answer `GET /metrics` with `text`.
    */
-  static readonly live = Layer.unwrapScoped(Effect.gen(function*() {
+  static readonly live = Layer.unwrapEffect(Effect.sync(() => {
     const exporter = new PrometheusExporter({ preventServerStart: true })
     const serializer = new PrometheusSerializer()
-    const text = Effect.promise(() => exporter.collect()).pipe(Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics)))
+    const text = Effect.promise(() => exporter.collect()).pipe(
+      Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
+    )
     return Layer.merge(
       Layer.succeed(MetricsExposition, { text }),
       OtelMetrics.layer(() => exporter).pipe(Layer.provide(Resource.layer({ serviceName: "dostavka" })))

@@ -1,9 +1,9 @@
-import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql"
-import { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Data, Duration, Effect, Layer, Option, Schedule } from "effect"
+import * as Migrator from "@effect/sql/Migrator"
+import { SqlError } from "@effect/sql/SqlError"
 import Sqlite from "better-sqlite3"
+import { Context, Data, type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { mkdirSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { describeCause, PersistenceError } from "../../domain/errors.js"
@@ -36,14 +36,24 @@ export const isBusy = (cause: unknown): boolean => {
 
 /** The port's classification of a failed store operation (see `PersistenceError`). */
 export const persistenceKind = (cause: unknown): PersistenceError["kind"] =>
-  cause instanceof DatabaseFileLost ? "lost" : sqliteCode(cause)?.startsWith("SQLITE_CONSTRAINT") ? "constraint" : "unavailable"
+  cause instanceof DatabaseFileLost
+    ? "lost"
+    : sqliteCode(cause)?.startsWith("SQLITE_CONSTRAINT")
+    ? "constraint"
+    : "unavailable"
 
 /** Maps any failure of a store operation to the port's `PersistenceError`, naming the operation. */
 export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(effect, (cause) =>
-    cause instanceof PersistenceError ? cause : new PersistenceError({ operation, kind: persistenceKind(cause), cause }))
+  Effect.mapError(
+    effect,
+    (cause) =>
+      cause instanceof PersistenceError
+        ? cause
+        : new PersistenceError({ operation, kind: persistenceKind(cause), cause })
+  )
 
-const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
+const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql`
   CREATE TABLE inbox (
     handler     TEXT    NOT NULL,
     message_id  TEXT    NOT NULL,
@@ -54,7 +64,8 @@ const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
   )`)
 
 // The last failure the receiver routed for a message: see `Inbox.noteFailures`.
-const deliveryFailuresTable = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`
+const deliveryFailuresTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql`
   CREATE TABLE delivery_failures (
     handler         TEXT    NOT NULL,
     message_id      TEXT    NOT NULL,
@@ -110,8 +121,7 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
           expires_at INTEGER NOT NULL
         )`,
         writeLockTable
-      ], { discard: true })
-    ),
+      ], { discard: true })),
     // A rejected row waits for its own next attempt, so it never holds back the rows
     // behind it, and is parked after too many rejections.
     "2_outbox_rejections": Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -123,10 +133,12 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         sql`DROP INDEX outbox_pending`,
         sql`CREATE INDEX outbox_pending ON outbox (sequence) WHERE published_at IS NULL AND parked_at IS NULL`,
         sql`CREATE INDEX outbox_parked ON outbox (sequence) WHERE parked_at IS NOT NULL`
-      ], { discard: true })
-    ),
+      ], { discard: true })),
     // The W3C trace context of the request that wrote the row, when the API traces.
-    "3_outbox_traceparent": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`ALTER TABLE outbox ADD COLUMN traceparent TEXT`)
+    "3_outbox_traceparent": Effect.flatMap(
+      SqlClient.SqlClient,
+      (sql) => sql`ALTER TABLE outbox ADD COLUMN traceparent TEXT`
+    )
   },
   catalog: {
     "1_init": Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -141,8 +153,7 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         )`,
         inboxTable,
         writeLockTable
-      ], { discard: true })
-    ),
+      ], { discard: true })),
     "2_delivery_failures": deliveryFailuresTable
   },
   audit: {
@@ -159,8 +170,7 @@ const migrations: Record<ServiceDatabase, Record<string, Effect.Effect<void, unk
         )`,
         inboxTable,
         writeLockTable
-      ], { discard: true })
-    ),
+      ], { discard: true })),
     "2_delivery_failures": deliveryFailuresTable
   }
 }
@@ -194,7 +204,9 @@ export const busyRetry = (budget: Duration.DurationInput) =>
   )
 
 /** The database file this process opened is gone from its path, or another file took its place. */
-export class DatabaseFileLost extends Data.TaggedError("DatabaseFileLost")<{ readonly filename: string; readonly detail: string }> {
+export class DatabaseFileLost
+  extends Data.TaggedError("DatabaseFileLost")<{ readonly filename: string; readonly detail: string }>
+{
   override get message() {
     return `${this.detail}; writes would go to a file nobody will read again`
   }
@@ -236,7 +248,9 @@ const sqliteFileLayer = (filename: string) =>
             if (opened[i] === undefined) continue
             const now = identityOf(path)
             if (now === undefined) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was removed` }))
-            if (now !== opened[i]) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was replaced by another file` }))
+            if (now !== opened[i]) {
+              return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was replaced by another file` }))
+            }
           }
           return Effect.void
         })
@@ -282,27 +296,37 @@ const prepareFile = (filename: string, busyBudget: Duration.DurationInput) =>
  * still the one opened, and answers `SELECT 1`); fails with `SqlError` or `MigrationError` when the file cannot be
  * opened or migrated for another reason, or the lock outlasts the budget.
  */
-export const databaseLayer = (filename: string, service: ServiceDatabase, busyBudget: Duration.DurationInput = "5 seconds") => {
+export const databaseLayer = (
+  filename: string,
+  service: ServiceDatabase,
+  busyBudget: Duration.DurationInput = "5 seconds"
+) => {
   const client = Layer.unwrapEffect(Effect.as(prepareFile(filename, busyBudget), SqliteClient.layer({ filename })))
   const expected = migrationsOf(service).length
-  const migrate = Layer.effectDiscard(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`PRAGMA busy_timeout = ${sql.literal(String(NativeBusyTimeoutMs))}`
-    yield* sql`PRAGMA synchronous = FULL`
-    yield* runMigrations({ loader: Migrator.fromRecord(migrations[service]) })
-    const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM effect_sql_migrations`
-    if ((row?.n ?? 0) < expected) return yield* new MigrationsPending({ code: "SQLITE_BUSY" })
-  }).pipe(
-    Effect.tapError((error) => isBusy(error) ? Effect.logDebug(`${service}.db is locked by another process; waiting`) : Effect.void),
-    Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy })
-  ))
+  const migrate = Layer.effectDiscard(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`PRAGMA busy_timeout = ${sql.literal(String(NativeBusyTimeoutMs))}`
+      yield* sql`PRAGMA synchronous = FULL`
+      yield* runMigrations({ loader: Migrator.fromRecord(migrations[service]) })
+      const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM effect_sql_migrations`
+      if ((row?.n ?? 0) < expected) return yield* new MigrationsPending({ code: "SQLITE_BUSY" })
+    }).pipe(
+      Effect.tapError((error) =>
+        isBusy(error) ? Effect.logDebug(`${service}.db is locked by another process; waiting`) : Effect.void
+      ),
+      Effect.retry({ schedule: busyRetry(busyBudget), while: isBusy })
+    )
+  )
   const opened = Layer.retry(client, busyRetry(busyBudget).pipe(Schedule.whileInput(isBusy)))
   const check = Layer.effectDiscard(Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const file = yield* SqliteFile
     yield* registerCheck(
       `database:${service}`,
-      Effect.zipRight(file.verify, sql`SELECT 1`).pipe(Effect.mapError((error) => `${filename}: ${describeCause(error)}`))
+      Effect.zipRight(file.verify, sql`SELECT 1`).pipe(
+        Effect.mapError((error) => `${filename}: ${describeCause(error)}`)
+      )
     )
   }))
   return Layer.provideMerge(check, Layer.provideMerge(sqliteFileLayer(filename), Layer.provideMerge(migrate, opened)))
@@ -340,7 +364,12 @@ export const TransactionSqlite = (busyBudget: Duration.DurationInput) =>
       const supervisor = yield* Effect.serviceOption(Supervisor)
       // Once the process is stopping, a transaction stops waiting for the lock: its caller answers now.
       const schedule = busyRetry(busyBudget).pipe(
-        Schedule.checkEffect(() => Option.match(supervisor, { onNone: () => Effect.succeed(true), onSome: (s) => Effect.map(s.stopping, (b) => !b) }))
+        Schedule.checkEffect(() =>
+          Option.match(supervisor, {
+            onNone: () => Effect.succeed(true),
+            onSome: (s) => Effect.map(s.stopping, (b) => !b)
+          })
+        )
       )
       const takeWriteLock = sql`UPDATE write_lock SET n = n WHERE 0`
       const asPersistence = (operation: string) => (cause: SqlError | DatabaseFileLost) =>

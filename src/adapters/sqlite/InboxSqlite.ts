@@ -82,20 +82,24 @@ export const InboxSqlite = Layer.effect(
         ),
       // The ids travel as one JSON array (json_each), so a page of any size is one statement.
       unreceived: (handler, messageIds) =>
-        messageIds.length === 0 ? Effect.succeed([]) : sql<{ id: string; state: "retrying" | "dead" | null; attempts: number | null; at: number | null }>`
+        messageIds.length === 0 ?
+          Effect.succeed([]) :
+          sql<{ id: string; state: "retrying" | "dead" | null; attempts: number | null; at: number | null }>`
           SELECT j.value AS id, f.state AS state, f.attempts AS attempts, f.last_failure_at AS at
           FROM json_each(${JSON.stringify(messageIds)}) j
           LEFT JOIN delivery_failures f ON f.handler = ${handler} AND f.message_id = j.value
           WHERE NOT EXISTS (SELECT 1 FROM inbox i WHERE i.handler = ${handler} AND i.message_id = j.value)
           ORDER BY j.key`.pipe(
-          Effect.map((rows) =>
-            rows.map((r) => ({
-              messageId: r.id,
-              failure: r.state === null ? null : { handler, messageId: r.id, state: r.state, attempts: r.attempts ?? 0, atMs: r.at ?? 0 }
-            }))
-          ),
-          persistence("inbox.unreceived")
-        )
+            Effect.map((rows) =>
+              rows.map((r) => ({
+                messageId: r.id,
+                failure: r.state === null
+                  ? null
+                  : { handler, messageId: r.id, state: r.state, attempts: r.attempts ?? 0, atMs: r.at ?? 0 }
+              }))
+            ),
+            persistence("inbox.unreceived")
+          )
     }
   })
 )

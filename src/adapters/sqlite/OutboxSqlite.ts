@@ -79,12 +79,17 @@ export const OutboxSqlite = Layer.effect(
                 last_error = ${r.error},
                 next_attempt_at = ${r.retryAtMs ?? 0},
                 parked_at = ${r.retryAtMs === null ? atMs : null}
-              WHERE message_id = ${r.messageId} AND published_at IS NULL`, { discard: true }).pipe(persistence("outbox.reject")),
+              WHERE message_id = ${r.messageId} AND published_at IS NULL`, { discard: true }).pipe(
+            persistence("outbox.reject")
+          ),
       parked: (limit) =>
-        sql<OutboxRow>`SELECT * FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY sequence LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map(toMessage)),
-          persistence("outbox.parked")
-        ),
+        sql<
+          OutboxRow
+        >`SELECT * FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY sequence LIMIT ${limit}`
+          .pipe(
+            Effect.map((rows) => rows.map(toMessage)),
+            persistence("outbox.parked")
+          ),
       release: (messageIds) =>
         (messageIds === "all"
           ? sql<{ n: number }>`UPDATE outbox SET parked_at = NULL, rejections = 0, next_attempt_at = 0
@@ -92,10 +97,12 @@ export const OutboxSqlite = Layer.effect(
           : messageIds.length === 0
           ? Effect.succeed<ReadonlyArray<{ n: number }>>([])
           : sql<{ n: number }>`UPDATE outbox SET parked_at = NULL, rejections = 0, next_attempt_at = 0
-              WHERE parked_at IS NOT NULL AND published_at IS NULL AND ${sql.in("message_id", messageIds)} RETURNING 1 AS n`).pipe(
-          Effect.map((rows) => rows.length),
-          persistence("outbox.release")
-        ),
+              WHERE parked_at IS NOT NULL AND published_at IS NULL AND ${
+            sql.in("message_id", messageIds)
+          } RETURNING 1 AS n`).pipe(
+            Effect.map((rows) => rows.length),
+            persistence("outbox.release")
+          ),
       markPublished: (messageIds, atMs) =>
         messageIds.length === 0
           ? Effect.void
@@ -132,7 +139,9 @@ export const OutboxSqlite = Layer.effect(
           SELECT sequence, message_id, published_at FROM outbox
           WHERE sequence > ${afterSequence} AND published_at IS NOT NULL AND published_at < ${publishedBeforeMs}
           ORDER BY sequence LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map((r) => ({ sequence: r.sequence, messageId: r.message_id, publishedAtMs: r.published_at }))),
+          Effect.map((rows) =>
+            rows.map((r) => ({ sequence: r.sequence, messageId: r.message_id, publishedAtMs: r.published_at }))
+          ),
           persistence("outbox.publishedPage")
         ),
       find: (messageIds) =>
@@ -148,7 +157,9 @@ export const OutboxSqlite = Layer.effect(
             INSERT INTO relay_lease (name, owner, expires_at) VALUES (${LeaseName}, ${owner}, ${nowMs + ttlMs})
             ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
             WHERE relay_lease.owner = excluded.owner OR relay_lease.expires_at <= ${nowMs}`,
-          sql<{ owner: string; expires_at: number }>`SELECT owner, expires_at FROM relay_lease WHERE name = ${LeaseName}`
+          sql<
+            { owner: string; expires_at: number }
+          >`SELECT owner, expires_at FROM relay_lease WHERE name = ${LeaseName}`
         ).pipe(
           Effect.map(([row]) => ({ owner: row!.owner, expiresAtMs: row!.expires_at })),
           persistence("outbox.acquireLease")

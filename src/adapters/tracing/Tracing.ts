@@ -22,7 +22,10 @@ export const TracingLive = (serviceName: string) =>
         Option.isNone(endpoint) || endpoint.value.trim() === ""
           ? Layer.empty
           : Layer.merge(
-            NodeSdk.layer(() => ({ resource: { serviceName: service }, spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter()) })),
+            NodeSdk.layer(() => ({
+              resource: { serviceName: service },
+              spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter())
+            })),
             Layer.succeed(TracingEnabled, true)
           )
     )
