@@ -2,7 +2,7 @@ import { Cause, Clock, Data, type Duration, Effect, Either, Exit, Metric, Option
 import { decodeEvent, isKeepableCorrelationId, type KnownEvent } from "../domain/Envelope.js"
 import { describeCause, type PersistenceError } from "../domain/errors.js"
 import type { HandlerName } from "../domain/HandlerName.js"
-import { type DeliveryFailure, Inbox, type ReceiptOutcome } from "../ports/Inbox.js"
+import { type DeliveryFailure, Inbox, type Receipt, type ReceiptOutcome } from "../ports/Inbox.js"
 import { Transaction } from "../ports/Transaction.js"
 import {
   classifyDefect,
@@ -58,6 +58,73 @@ const receiveOne = <R>(handler: Handler<R>, event: KnownEvent, message: Received
     materialId: event.materialId,
     revision: event.revision
   }))
+
+/** A decoded delivery ready for its handler, with the `traceparent` it came with. */
+interface Receivable {
+  readonly event: KnownEvent
+  readonly message: ReceivedMessage
+  readonly traceparent: unknown
+}
+
+/** The span of one handler's effect, child of the publisher's (see `withRemoteParent`). */
+const applySpan = (handler: HandlerName, item: Receivable) =>
+  withRemoteParent(`Receiver.apply ${handler}`, item.traceparent, {
+    "messaging.system": "rabbitmq",
+    "messaging.message.id": item.message.messageId,
+    "dostavka.handler": handler
+  })
+
+/** Whether a batch's fast path failed in a handler's effect, or around it (the inbox, the transaction). */
+class HandlerFailedInBatch extends Data.TaggedError("HandlerFailedInBatch")<{}> {}
+
+/**
+ * The fast path of group commit, for a batch in which nothing fails: inside the caller's
+ * transaction, ONE inbox lookup for the whole batch, each handler's effect in turn (no
+ * savepoints), and ONE statement for all the receipts. A message seen already (a receipt,
+ * or an earlier delivery of the same batch) counts as a duplicate, as in `receiveOne`.
+ * Any failure of a handler's effect fails the whole with `HandlerFailedInBatch`, so that
+ * the caller rolls back and takes the savepoint path, where it is isolated; a failure
+ * of the inbox is the `PersistenceError` itself.
+ */
+const receiveAll = <R>(handler: Handler<R>, items: ReadonlyArray<Receivable>) =>
+  Effect.gen(function*() {
+    const inbox = yield* Inbox
+    const received = yield* inbox.received(handler.name, items.map((item) => item.message.messageId))
+    const seen = new Set(received)
+    // A repeat of a message first received in this batch: counted once its receipt is written.
+    const repeats: Array<string> = []
+    const receivedAtMs = yield* Clock.currentTimeMillis
+    const receipts: Array<Receipt> = []
+    const dispositions: Array<Disposition> = []
+    for (const item of items) {
+      const messageId = item.message.messageId
+      if (seen.has(messageId)) {
+        if (received.has(messageId)) yield* inbox.noteDuplicate(handler.name, messageId)
+        else repeats.push(messageId)
+        dispositions.push("duplicate")
+        continue
+      }
+      seen.add(messageId)
+      const outcome = yield* handler.apply(item.event, item.message).pipe(
+        Effect.catchAllCause((cause): Effect.Effect<never, HandlerFailedInBatch> =>
+          Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.fail(new HandlerFailedInBatch())
+        ),
+        applySpan(handler.name, item),
+        Effect.annotateLogs({
+          handler: handler.name,
+          messageId,
+          correlationId: item.message.correlationId,
+          materialId: item.event.materialId,
+          revision: item.event.revision
+        })
+      )
+      receipts.push({ handler: handler.name, messageId, outcome, receivedAtMs })
+      dispositions.push(outcome)
+    }
+    yield* inbox.recordAll(receipts)
+    for (const messageId of repeats) yield* inbox.noteDuplicate(handler.name, messageId)
+    return dispositions
+  })
 
 /**
  * Processes one delivery for `handler` in ONE transaction: the inbox receipt and the
@@ -192,11 +259,14 @@ const decode = (
  * - an incompatible one (an unknown type or version, a non-JSON content type, a body that
  *   fails the schema, a missing `message_id`, or one that is not the event's `event_id`)
  *   is dead-lettered at once;
- * - the others are received in ONE transaction, each in a savepoint of its own: a
- *   message whose handler fails (a store error, or a defect: a thrown exception) rolls
- *   back only its own writes and takes the failure path alone, while its neighbours
- *   commit; its failure is routed by `policy` (`routeFailure`) to a retry tier or, out
- *   of attempts, to the dead-letter queue;
+ * - the others are received in ONE transaction, first on the fast path (`receiveAll`:
+ *   one inbox lookup, the effects, one insert of the receipts, no savepoints). If a
+ *   handler fails there, that transaction rolls back and the batch is received again,
+ *   each message in a savepoint of its own: a message whose handler fails (a store
+ *   error, or a defect: a thrown exception) rolls back only its own writes and takes
+ *   the failure path alone, while its neighbours commit; its failure is routed by
+ *   `policy` (`routeFailure`) to a retry tier or, out of attempts, to the dead-letter
+ *   queue;
  * - if the transaction cannot commit, every one of them failed transiently (or, when the
  *   database file was lost, the receiver halts);
  * - each failure routed to a retry tier or the dead-letter queue is remembered in the
@@ -233,41 +303,50 @@ export const judgeAll =
           ? noteOf(i, Verdict.DeadLetter({ reason: "incompatible", failure: d.left, attempts: batch[i]!.attempts }))
           : []
       )
-      const received = receivable.length === 0
+      const items = receivable.map(([i, { event, message }]): Receivable => ({
+        event,
+        message,
+        traceparent: batch[i]!.traceparent
+      }))
+      // Each message in a savepoint of its own, so that one failing rolls back only its
+      // own writes: the path a batch takes when a handler failed in the fast path.
+      const isolated = Effect.gen(function*() {
+        const verdicts = yield* Effect.forEach(
+          receivable,
+          ([i], k) =>
+            Effect.exit(
+              transaction.run(receiveOne(handler, items[k]!.event, items[k]!.message)).pipe(
+                applySpan(handler.name, items[k]!)
+              )
+            ).pipe(
+              Effect.flatMap((exit): Effect.Effect<Verdict> => {
+                if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
+                if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
+                const error = Cause.failureOption(exit.cause)
+                return Effect.succeed(
+                  Option.isSome(error)
+                    ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+                    : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
+                )
+              })
+            )
+        )
+        yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
+        return verdicts
+      })
+      const fast = Effect.gen(function*() {
+        const dispositions = yield* receiveAll(handler, items)
+        if (refused.length > 0) yield* inbox.noteFailures(refused)
+        return dispositions.map((disposition) => Verdict.Ack({ disposition }))
+      })
+      const received: Exit.Exit<ReadonlyArray<Verdict>, PersistenceError> = receivable.length === 0
         ? yield* Effect.as(
           refused.length === 0 ? Effect.void : Effect.ignore(transaction.run(inbox.noteFailures(refused))),
           Exit.succeed([])
         )
-        : yield* Effect.exit(transaction.run(
-          Effect.gen(function*() {
-            const verdicts = yield* Effect.forEach(
-              receivable,
-              ([i, { event, message }]) =>
-                Effect.exit(
-                  transaction.run(receiveOne(handler, event, message)).pipe(
-                    withRemoteParent(`Receiver.apply ${handler.name}`, batch[i]!.traceparent, {
-                      "messaging.system": "rabbitmq",
-                      "messaging.message.id": message.messageId,
-                      "dostavka.handler": handler.name
-                    })
-                  )
-                ).pipe(
-                  Effect.flatMap((exit): Effect.Effect<Verdict> => {
-                    if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
-                    if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
-                    const error = Cause.failureOption(exit.cause)
-                    return Effect.succeed(
-                      Option.isSome(error)
-                        ? onStoreFailure(policy, batch[i]!.attempts, error.value)
-                        : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
-                    )
-                  })
-                )
-            )
-            yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
-            return verdicts
-          })
-        ))
+        : yield* Effect.exit(
+          transaction.run(fast).pipe(Effect.catchTag("HandlerFailedInBatch", () => transaction.run(isolated)))
+        )
       if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
       const committedAt = yield* Clock.currentTimeMillis
       if (receivable.length > 0) {

@@ -58,6 +58,13 @@ export interface Unreceived {
 export interface InboxShape {
   readonly find: (handler: string, messageId: string) => Effect.Effect<Option.Option<Receipt>, PersistenceError>
   readonly record: (receipt: Receipt) => Effect.Effect<void, PersistenceError>
+  /** Those of `messageIds` that `handler` has a receipt for: one lookup for a batch of deliveries. */
+  readonly received: (
+    handler: string,
+    messageIds: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlySet<string>, PersistenceError>
+  /** `record` for several receipts in one statement; fails as a whole (nothing kept) if one pair has a receipt already. */
+  readonly recordAll: (receipts: ReadonlyArray<Receipt>) => Effect.Effect<void, PersistenceError>
   readonly noteDuplicate: (handler: string, messageId: string) => Effect.Effect<void, PersistenceError>
   readonly counts: (handler: string) => Effect.Effect<InboxCounts, PersistenceError>
   readonly noteFailures: (failures: ReadonlyArray<DeliveryFailure>) => Effect.Effect<void, PersistenceError>

@@ -76,6 +76,19 @@ describe("the publisher, against a scripted broker", () => {
       expect(tagsOf(yield* Fiber.join(fiber))).toEqual(["Unknown(confirm-timeout)"])
     }))
 
+  it.scoped("at the batch's deadline, the publishes confirmed by then keep their outcome and only the silent one is Unknown", () =>
+    Effect.gen(function*() {
+      const fake = new FakeAmqp()
+      const publisher = yield* publisherOver(fake)
+      const fiber = yield* Effect.fork(publisher.publish([message("a"), message("b"), message("c")]))
+      yield* until(() => fake.last?.last?.published.length === 3)
+      const channel = fake.last.last
+      channel.confirm(0)
+      channel.nackPublish(2)
+      yield* TestClock.adjust(confirmTimeout)
+      expect(tagsOf(yield* Fiber.join(fiber))).toEqual(["Confirmed", "Unknown(confirm-timeout)", "Rejected(nacked)"])
+    }))
+
   it.scoped("a channel that closes before the confirm makes the publish Unknown, and the next batch reconnects", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()

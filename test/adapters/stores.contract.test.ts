@@ -199,6 +199,24 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
         Option.some({ handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 3 })
       )
       expect(yield* inbox.find("audit", "m2")).toEqual(Option.none())
+      expect(yield* inbox.received("audit", ["m2", "m1", "m3"])).toEqual(new Set(["m1"]))
+      expect(yield* inbox.received("catalog", [])).toEqual(new Set())
+      yield* inbox.recordAll([
+        { handler: "audit", messageId: "m2", outcome: "applied", receivedAtMs: 6 },
+        { handler: "audit", messageId: "m3", outcome: "stale", receivedAtMs: 7 }
+      ])
+      expect(yield* inbox.received("audit", ["m1", "m2", "m3", "m4"])).toEqual(new Set(["m1", "m2", "m3"]))
+      expect(yield* inbox.find("audit", "m3")).toEqual(
+        Option.some({ handler: "audit", messageId: "m3", outcome: "stale", receivedAtMs: 7 })
+      )
+      // One pair already received: the whole statement fails and keeps nothing.
+      expect(
+        yield* Effect.flip(inbox.recordAll([
+          { handler: "audit", messageId: "m4", outcome: "applied", receivedAtMs: 8 },
+          { handler: "audit", messageId: "m1", outcome: "applied", receivedAtMs: 8 }
+        ]))
+      ).toBeInstanceOf(PersistenceError)
+      expect(yield* inbox.received("audit", ["m4"])).toEqual(new Set())
 
       const entry = { materialId: "m", revision: 2, title: "t", summary: "s", publishedAtMs: 5, eventId: "e2" }
       yield* catalog.put({ ...entry, revision: 1, eventId: "e1" })

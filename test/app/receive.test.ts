@@ -259,6 +259,34 @@ describe("group commit (judgeAll)", () => {
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(4)
     }).pipe(Effect.provide(ReceiverMemory)))
 
+  it.effect("a clean batch commits in one transaction without savepoints; a redelivery and a repeat inside the batch are duplicates", () =>
+    Effect.gen(function*() {
+      const events = [1, 2, 3].map((revision) => MaterialMother.event({ materialId: `clean/m${revision}`, revision }))
+      expect(yield* judgeAll(auditHandler, policy)([MaterialMother.incoming(events[0]!)])).toMatchObject([{
+        _tag: "Ack",
+        disposition: "applied"
+      }])
+      let runs = 0
+      const batch = [events[1]!, events[0]!, events[2]!, events[1]!].map((e) => MaterialMother.incoming(e))
+      const verdicts = yield* judgeAll(auditHandler, policy)(batch).pipe(
+        Effect.provideServiceEffect(
+          Transaction,
+          Effect.map(Transaction, (t) => ({
+            run: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.suspend(() => (runs++, t.run(effect)))
+          }))
+        )
+      )
+      expect(verdicts.map((v) => v._tag === "Ack" ? v.disposition : v._tag)).toEqual([
+        "applied",
+        "duplicate",
+        "applied",
+        "duplicate"
+      ])
+      expect(runs).toBe(1)
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(3)
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 3, duplicates: 2 })
+    }).pipe(Effect.provide(ReceiverMemory)))
+
   it.effect("a transaction that cannot commit fails every message of the batch transiently, and keeps nothing", () =>
     Effect.gen(function*() {
       const events = [1, 2].map((revision) => MaterialMother.event({ revision }))

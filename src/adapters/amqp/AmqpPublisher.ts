@@ -111,6 +111,8 @@ export const makeAmqpPublisher = (options: {
 }) =>
   Effect.gen(function*() {
     const confirmTimeout = Duration.decode(options.confirmTimeout)
+    // amqplib's callbacks run outside any fiber: they read the time from this clock.
+    const clock = yield* Effect.clock
     const client = yield* AmqpClient
     const registry = yield* Effect.serviceOption(BrokerConnections)
     const report = (
@@ -154,7 +156,13 @@ export const makeAmqpPublisher = (options: {
         Deferred.unsafeDone(session.lost, Effect.void)
         if (wasOpen) {
           Effect.runFork(
-            report(ConnectionState.Reconnecting({ since: Date.now(), attempt: 0, error: "the connection closed" }))
+            report(
+              ConnectionState.Reconnecting({
+                since: clock.unsafeCurrentTimeMillis(),
+                attempt: 0,
+                error: "the connection closed"
+              })
+            )
           )
         }
       }
@@ -163,13 +171,15 @@ export const makeAmqpPublisher = (options: {
       connection.on("close", lost)
       connection.on("blocked", (reason: unknown) => {
         session.blocked = { reason: String(reason), lifted: Deferred.unsafeMake<void>(FiberId.none) }
-        Effect.runFork(report(ConnectionState.Blocked({ since: Date.now(), reason: String(reason) })))
+        Effect.runFork(
+          report(ConnectionState.Blocked({ since: clock.unsafeCurrentTimeMillis(), reason: String(reason) }))
+        )
       })
       connection.on("unblocked", () => {
         const blocked = session.blocked
         session.blocked = undefined
         if (blocked !== undefined) Deferred.unsafeDone(blocked.lifted, Effect.void)
-        Effect.runFork(report(ConnectionState.Up({ since: Date.now() })))
+        Effect.runFork(report(ConnectionState.Up({ since: clock.unsafeCurrentTimeMillis() })))
       })
       channel.on("return", (message: { readonly properties: { readonly messageId?: unknown } }) => {
         const id = message.properties.messageId
@@ -211,6 +221,9 @@ export const makeAmqpPublisher = (options: {
       return Option.getOrThrow(yield* ScopedRef.get(ref))
     }))
 
+    const publishesOf = Metric.tagged(Metrics.publishes, "role", options.role)
+    const publishesBy = (outcome: string) => Metric.tagged(publishesOf, "outcome", outcome)
+
     const outcomeOfConfirm = (s: Session, m: RawPublish, err: unknown): PublishOutcome => {
       if (s.returned.delete(m.options.messageId)) {
         return new Rejected({
@@ -227,52 +240,70 @@ export const makeAmqpPublisher = (options: {
       return new Unknown({ reason: "channel-closed", detail: describeCause(err) })
     }
 
-    /** Sends `m` now, unless it is in flight already on this session; either way, its outcome to await. */
-    const send = (s: Session, m: RawPublish, nowMs: number) =>
-      Effect.gen(function*() {
-        const key = keyOf(m)
-        const inFlight = s.pending.get(key)
-        if (inFlight !== undefined) {
-          return inFlight.outcome
-        }
-        const outcome = yield* Deferred.make<PublishOutcome>()
-        if (confirmed.has(key)) {
-          yield* Deferred.succeed(outcome, new Confirmed())
-          return outcome
-        }
-        s.pending.set(key, { outcome, sentAtMs: nowMs })
-        const settle = (result: PublishOutcome) => {
-          s.pending.delete(key)
-          if (result._tag === "Confirmed") remember(key)
-          Deferred.unsafeDone(outcome, Effect.succeed(result))
-        }
-        try {
-          s.channel.publish(
-            m.exchange,
-            m.routingKey,
-            m.content,
-            { ...m.options, mandatory: true },
-            (err) => settle(outcomeOfConfirm(s, m, err))
-          )
-        } catch (cause) {
-          const detail = describeCause(cause)
-          settle(
-            s.open && !(cause instanceof Error && cause.name === "IllegalOperationError")
-              ? new Rejected({ reason: "refused", detail })
-              : new Unknown({ reason: "channel-closed", detail })
-          )
-        }
+    /**
+     * Sends `m` now, unless it is in flight already on this session; either way, its
+     * outcome to await. Plain code, not an Effect: it runs once per message, and the
+     * relay sends a window of them at a time.
+     */
+    const send = (s: Session, m: RawPublish, nowMs: number): Deferred.Deferred<PublishOutcome> => {
+      const key = keyOf(m)
+      const inFlight = s.pending.get(key)
+      if (inFlight !== undefined) return inFlight.outcome
+      const outcome = Deferred.unsafeMake<PublishOutcome>(FiberId.none)
+      if (confirmed.has(key)) {
+        Deferred.unsafeDone(outcome, Effect.succeed(new Confirmed()))
         return outcome
-      })
+      }
+      s.pending.set(key, { outcome, sentAtMs: nowMs })
+      const settle = (result: PublishOutcome) => {
+        s.pending.delete(key)
+        if (result._tag === "Confirmed") remember(key)
+        Deferred.unsafeDone(outcome, Effect.succeed(result))
+      }
+      try {
+        s.channel.publish(
+          m.exchange,
+          m.routingKey,
+          m.content,
+          { ...m.options, mandatory: true },
+          (err) => settle(outcomeOfConfirm(s, m, err))
+        )
+      } catch (cause) {
+        const detail = describeCause(cause)
+        settle(
+          s.open && !(cause instanceof Error && cause.name === "IllegalOperationError")
+            ? new Rejected({ reason: "refused", detail })
+            : new Unknown({ reason: "channel-closed", detail })
+        )
+      }
+      return outcome
+    }
 
-    const awaitConfirm = (outcome: Deferred.Deferred<PublishOutcome>) =>
-      Deferred.await(outcome).pipe(
-        Effect.timeoutTo({
-          duration: confirmTimeout,
-          onSuccess: (o): PublishOutcome => o,
-          onTimeout: () =>
-            new Unknown({ reason: "confirm-timeout", detail: `no confirm within ${Duration.format(confirmTimeout)}` })
-        })
+    const timedOut = new Unknown({
+      reason: "confirm-timeout",
+      detail: `no confirm within ${Duration.format(confirmTimeout)}`
+    })
+
+    /**
+     * The outcomes of a batch sent together, under one deadline of `confirmTimeout`: each
+     * confirmed by then has its outcome, the others are `Unknown(confirm-timeout)`. One
+     * timer for the batch, not a fiber and a timer per message.
+     */
+    const awaitConfirms = (inFlight: ReadonlyArray<Deferred.Deferred<PublishOutcome>>) =>
+      Effect.forEach(inFlight, Deferred.await).pipe(
+        Effect.timeoutOption(confirmTimeout),
+        Effect.flatMap(Option.match({
+          onSome: (outcomes): Effect.Effect<ReadonlyArray<PublishOutcome>> => Effect.succeed(outcomes),
+          onNone: () =>
+            Effect.forEach(inFlight, (d) =>
+              Effect.flatMap(
+                Deferred.poll(d),
+                Option.match({
+                  onNone: (): Effect.Effect<PublishOutcome> => Effect.succeed(timedOut),
+                  onSome: (done) => done
+                })
+              ))
+        }))
       )
 
     const publish = (messages: ReadonlyArray<RawPublish>): Effect.Effect<ReadonlyArray<PublishOutcome>> =>
@@ -297,19 +328,15 @@ export const makeAmqpPublisher = (options: {
           return messages.map(() => new Unknown({ reason: "channel-closed", detail: "the connection closed" }))
         }
         const now = yield* Clock.currentTimeMillis
-        const inFlight: Array<Deferred.Deferred<PublishOutcome>> = []
-        for (const m of messages) inFlight.push(yield* send(s, m, now))
-        const outcomes = yield* Effect.forEach(inFlight, awaitConfirm, { concurrency: "unbounded" })
+        const inFlight = messages.map((m) => send(s, m, now))
+        const outcomes = yield* awaitConfirms(inFlight)
         const confirmedAt = yield* Clock.currentTimeMillis
-        for (const outcome of outcomes) {
-          yield* Metric.increment(
-            Metric.tagged(
-              Metric.tagged(Metrics.publishes, "role", options.role),
-              "outcome",
-              outcome._tag === "Confirmed" ? "confirmed" : outcome._tag === "Rejected" ? outcome.reason : "unknown"
-            )
-          )
+        const counts = new Map<string, number>()
+        for (const o of outcomes) {
+          const label = o._tag === "Confirmed" ? "confirmed" : o._tag === "Rejected" ? o.reason : "unknown"
+          counts.set(label, (counts.get(label) ?? 0) + 1)
         }
+        for (const [label, n] of counts) yield* Metric.incrementBy(publishesBy(label), n)
         if (outcomes.some((o) => o._tag === "Confirmed")) {
           yield* Metric.update(Metrics.publishConfirmSeconds, (confirmedAt - now) / 1000)
         }

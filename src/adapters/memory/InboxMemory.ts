@@ -29,6 +29,21 @@ export const InboxMemory = Layer.effect(
             ? Effect.fail(uniqueViolation("inbox.record", "inbox.handler, inbox.message_id"))
             : Ref.set(table, new Map(t).set(key, { ...receipt, duplicates: 0 }))
         }),
+      received: (handler, messageIds) =>
+        Effect.map(
+          Ref.get(table),
+          (t): ReadonlySet<string> => new Set(messageIds.filter((id) => t.has(keyOf(handler, id))))
+        ),
+      recordAll: (receipts) =>
+        Effect.flatMap(Ref.get(table), (t) => {
+          const next = new Map(t)
+          for (const receipt of receipts) {
+            const key = keyOf(receipt.handler, receipt.messageId)
+            if (next.has(key)) return Effect.fail(uniqueViolation("inbox.recordAll", "inbox.handler, inbox.message_id"))
+            next.set(key, { ...receipt, duplicates: 0 })
+          }
+          return Ref.set(table, next)
+        }),
       noteDuplicate: (handler, messageId) =>
         Ref.update(table, (t) => {
           const key = keyOf(handler, messageId)

@@ -34,6 +34,25 @@ export const InboxSqlite = Layer.effect(
             received_at: receipt.receivedAtMs
           })
         }`.pipe(Effect.asVoid, persistence("inbox.record")),
+      received: (handler, messageIds) =>
+        messageIds.length === 0 ?
+          Effect.succeed(new Set<string>()) :
+          sql<{ id: string }>`
+            SELECT message_id AS id FROM inbox
+            WHERE handler = ${handler} AND message_id IN (SELECT value FROM json_each(${JSON.stringify(messageIds)}))`
+            .pipe(
+              Effect.map((rows): ReadonlySet<string> => new Set(rows.map((r) => r.id))),
+              persistence("inbox.received")
+            ),
+      recordAll: (receipts) =>
+        receipts.length === 0 ? Effect.void : sql`INSERT INTO inbox ${
+          sql.insert(receipts.map((r) => ({
+            handler: r.handler,
+            message_id: r.messageId,
+            outcome: r.outcome,
+            received_at: r.receivedAtMs
+          })))
+        }`.pipe(Effect.asVoid, persistence("inbox.recordAll")),
       noteDuplicate: (handler, messageId) =>
         sql`UPDATE inbox SET duplicates = duplicates + 1 WHERE handler = ${handler} AND message_id = ${messageId}`.pipe(
           Effect.asVoid,
