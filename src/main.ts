@@ -13,7 +13,7 @@ import { describeConfigError, Settings } from "./config.js"
 import { describeCause } from "./domain/errors.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
 import { ApiRole, statusViewOver } from "./roles/api.js"
-import { ApiReader, ApiStores, HandlerInboxesSqlite } from "./roles/databases.js"
+import { ApiReader, ApiReaderIfPresent, ApiStores, HandlerInboxesSqlite } from "./roles/databases.js"
 import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
 import { HealthRole } from "./roles/health.js"
 import { ProcessServices } from "./roles/ProcessServices.js"
@@ -83,7 +83,7 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
 const operatorCommands = [
   deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
   outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment)),
-  statusCommand.pipe(Command.provide(statusViewOver(ApiReader)), Command.provide(Environment)),
+  statusCommand.pipe(Command.provide(statusViewOver(ApiReaderIfPresent)), Command.provide(Environment)),
   reconcileCommand.pipe(
     Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)),
     Command.provide(Environment)

@@ -76,10 +76,21 @@ const orNull = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     onSuccess: (value) => ({ value, detail: undefined })
   })
 
-/** The oldest dead letter's age: peeked only when the dead queue holds something. */
-const oldestDeadAgeMs = (handler: HandlerName, dead: QueueFigures, nowMs: number) =>
+/**
+ * Why the view does not read a quorum dead queue: `basic.get` then requeue counts as a
+ * delivery there, and past the queue's delivery limit (20 by default since RabbitMQ 4.0,
+ * RabbitMQ "Quorum Queues", "Poison Message Handling") the broker drops the message.
+ * Watching the view must not change what it watches.
+ */
+export const QuorumDeadNotRead =
+  "the oldest dead letter is not read on a quorum queue (each read counts toward its delivery limit); `dead list` shows it"
+
+/** The oldest dead letter's age: peeked only when the dead queue holds something, and never on a quorum queue. */
+const oldestDeadAgeMs = (handler: HandlerName, dead: QueueFigures, nowMs: number, queueType: "classic" | "quorum") =>
   dead.ready === 0
     ? Effect.succeed({ value: null, detail: undefined })
+    : queueType === "quorum"
+    ? Effect.succeed({ value: null, detail: QuorumDeadNotRead })
     : orNull(Effect.flatMap(DeadLetters, (letters) => letters.list(handler, 1))).pipe(
       Effect.map(({ detail, value }) => {
         const at = value?.[0]?.deadAtMs ?? null
@@ -90,7 +101,8 @@ const oldestDeadAgeMs = (handler: HandlerName, dead: QueueFigures, nowMs: number
 /**
  * Makes the status view (see `StatusReport`). Its `report` reads the outbox stats, then
  * per handler, concurrently: the queue figures (`BrokerStats`), the oldest dead letter's
- * age (peeked through `DeadLetters` only when the dead queue is not empty), the inbox
+ * age (peeked through `DeadLetters` only when the dead queue is not empty, and not on
+ * quorum queues: see `QuorumDeadNotRead`), the inbox
  * counts and the count of gaps (published over `GapAfter` ago and never applied; counted
  * incrementally, see `makeGapCounter`), and the states this process's broker connections
  * reported. Never fails: every part that cannot be read is `null` with its reason.
@@ -108,7 +120,7 @@ export const makeStatusView = Effect.gen(function*() {
         const queues = yield* Effect.flatMap(BrokerStats, (stats) => stats.handlerQueues(handler))
         const retryGraceMs = Math.max(0, ...settings.retry[handler].delays.map(Duration.toMillis))
         const [dead, inbox, gapCount] = yield* Effect.all([
-          oldestDeadAgeMs(handler, queues.dead, nowMs),
+          oldestDeadAgeMs(handler, queues.dead, nowMs, settings.queueType),
           orNull(Effect.scoped(Effect.flatMap(HandlerInboxes, (inboxes) =>
             Effect.flatMap(inboxes.of(handler), (i) => i.counts(handler))))),
           orNull(gaps.count(handler, { nowMs, olderThanMs: Duration.toMillis(GapAfter), retryGraceMs }))

@@ -1,4 +1,4 @@
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Clock, Console, Data, Duration, Effect, Option, Schedule } from "effect"
 import { toStatusWire } from "../adapters/http/StatusWire.js"
 import { findGaps, redeliverGaps } from "../app/reconcile.js"
@@ -6,7 +6,6 @@ import { GapAfter, type HandlerStatus, type StatusReport, StatusView } from "../
 import { Settings } from "../config.js"
 import { HandlerNames } from "../domain/HandlerName.js"
 import type { QueueFigures } from "../ports/BrokerStats.js"
-import { UsageError } from "./DeadLetterCommands.js"
 import { formatAge, table } from "./Table.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON instead of a table"))
@@ -142,22 +141,27 @@ const status = Command.make(
     })
 ).pipe(Command.withDescription("the outbox, each handler's queues and inbox side by side, and what needs attention"))
 
+/** `60s`, `5m`, `1h`, `1500ms` as ms; `undefined` when it is none of these. */
+const parseAgeMs = (text: string): number | undefined => {
+  const match = /^(\d+)(ms|s|m|h)$/.exec(text.trim())
+  if (match === null) return undefined
+  const ms = Number(match[1]) * { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[match[2] as "ms" | "s" | "m" | "h"]
+  return Number.isSafeInteger(ms) ? ms : undefined
+}
+
+/** Checked while the command line is parsed, before any database is opened. */
 const olderThan = Options.text("older-than").pipe(
   Options.withDescription("only events published at least this long ago, e.g. 60s, 5m, 1h (default 60s)"),
+  Options.mapEffect((text) => {
+    const ms = parseAgeMs(text)
+    return ms === undefined
+      ? Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `dostavka: --older-than ${JSON.stringify(text)} is not an age: use e.g. 60s, 5m, 1h or 1500ms`
+      )))
+      : Effect.succeed(ms)
+  }),
   Options.optional
 )
-
-/** `60s`, `5m`, `1h`, `1500ms` as ms. */
-const parseAge = (text: string) => {
-  const match = /^(\d+)(ms|s|m|h)$/.exec(text.trim())
-  return match === null
-    ? Effect.fail(
-      new UsageError({ detail: `--older-than ${JSON.stringify(text)} is not an age: use e.g. 60s, 5m, 1h or 1500ms` })
-    )
-    : Effect.succeed(
-      Number(match[1]) * { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[match[2] as "ms" | "s" | "m" | "h"]
-    )
-}
 
 const reconcile = Command.make(
   "reconcile",
@@ -175,10 +179,7 @@ const reconcile = Command.make(
   ({ handler, json, olderThan, redeliver }) =>
     Effect.gen(function*() {
       const settings = yield* Settings
-      const olderThanMs = yield* Option.match(olderThan, {
-        onNone: () => Effect.succeed(Duration.toMillis(GapAfter)),
-        onSome: parseAge
-      })
+      const olderThanMs = Option.getOrElse(olderThan, () => Duration.toMillis(GapAfter))
       const nowMs = yield* Clock.currentTimeMillis
       const handlers = Option.match(handler, { onNone: () => HandlerNames, onSome: (h) => [h] as const })
       const results = yield* Effect.forEach(handlers, (h) =>

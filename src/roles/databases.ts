@@ -19,6 +19,7 @@ import { PersistenceError } from "../domain/errors.js"
 import type { HandlerName } from "../domain/HandlerName.js"
 import { HandlerInboxes } from "../ports/HandlerInboxes.js"
 import { Inbox } from "../ports/Inbox.js"
+import { Outbox, type OutboxShape } from "../ports/Outbox.js"
 
 const database = (service: ServiceDatabase) =>
   Layer.unwrapEffect(
@@ -99,6 +100,37 @@ export const HandlerInboxesSqlite = Layer.effect(
  * records from `audit.db`. Each is its own connection, opened read-only.
  */
 export const ApiReader = Layer.fresh(OutboxSqlite).pipe(Layer.provide(reader("api")))
+/**
+ * An `Outbox` for a machine without `api.db` (a receiver's): every operation fails with
+ * `PersistenceError` (`unavailable`) naming the file, so the status view shows the outbox
+ * as unknown, and why, instead of failing as a whole.
+ */
+const absentOutbox = (file: string): OutboxShape => {
+  const absent = Effect.fail(
+    new PersistenceError({ operation: "outbox.open", kind: "unavailable", cause: new Error(`${file} does not exist`) })
+  )
+  return {
+    enqueue: () => absent,
+    pending: () => absent,
+    markPublished: () => absent,
+    reject: () => absent,
+    parked: () => absent,
+    release: () => absent,
+    publishedAt: () => absent,
+    stats: () => absent,
+    publishedPage: () => absent,
+    find: () => absent,
+    acquireLease: () => absent,
+    releaseLease: () => absent
+  }
+}
+
+/** `ApiReader` when `api.db` exists in `DOSTAVKA_DATA_DIR`; otherwise an outbox that says it is not there (see `absentOutbox`). */
+export const ApiReaderIfPresent = Layer.unwrapEffect(Effect.map(Settings, (s) => {
+  const file = databaseFile(s.dataDir, "api")
+  return existsSync(file) ? ApiReader : Layer.succeed(Outbox, absentOutbox(file))
+}))
+
 export const CatalogReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(CatalogStoreSqlite)).pipe(
   Layer.provide(reader("catalog"))
 )

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Redacted } from "effect"
-import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { decodeUrlPart, openConnection, scrubCredentials } from "../../src/adapters/amqp/AmqpConnection.js"
 import { FakeAmqp } from "../support/FakeAmqp.js"
 
 const cluster = (url: string) => ({
@@ -55,4 +55,19 @@ describe("openConnection over a cluster's list of nodes", () => {
       expect(error).toMatchObject({ _tag: "BrokerRefused", reason: "authentication" })
       expect(error.detail).toMatch(/^n2:5672: /)
     }))
+})
+
+describe("URL parts as the broker reads them", () => {
+  it("decodes escapes, and keeps a % that starts no escape as it is (a password such as 50%off)", () => {
+    expect(decodeUrlPart("p%40ss%3Aw0rd")).toBe("p@ss:w0rd")
+    expect(decodeUrlPart("50%off")).toBe("50%off")
+    expect(decodeUrlPart("100%")).toBe("100%")
+    expect(decodeUrlPart("%E2%82%AC%zz%41")).toBe("€%zzA")
+    expect(decodeUrlPart("%E2%82")).toBe("%E2%82")
+  })
+
+  it("scrubs a password with a literal % from a message, raw and decoded", () => {
+    const url = Redacted.make("amqp://u:50%off@h:5672,amqp://v:p%40ss@g:5672")
+    expect(scrubCredentials("refused 50%off and p%40ss and p@ss", url)).toBe("refused *** and *** and ***")
+  })
 })

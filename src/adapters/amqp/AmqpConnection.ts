@@ -61,12 +61,31 @@ const nodeOf = (url: string): string => {
  * Removes from `text` the password of every URL in `url` (a list is allowed), as given
  * and URL-decoded, so that no log line carries a credential.
  */
+/**
+ * A URL's user, password or vhost as the broker sees it: percent-escapes decoded (RFC 3986,
+ * section 2.1), and a `%` that does not start a valid escape kept as it is, as amqplib
+ * does, so a password such as `50%off` works rather than failing with "URI malformed".
+ */
+export const decodeUrlPart = (part: string): string => {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    return part.replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+      try {
+        return decodeURIComponent(run)
+      } catch {
+        return run
+      }
+    })
+  }
+}
+
 export const scrubCredentials = (text: string, url: Redacted.Redacted<string>): string => {
   let scrubbed = text
   for (const one of brokerUrlsOf(url)) {
     try {
       const raw = new URL(one).password
-      for (const password of [raw, decodeURIComponent(raw)]) {
+      for (const password of [raw, decodeUrlPart(raw)]) {
         if (password !== "") scrubbed = scrubbed.split(password).join("***")
       }
     } catch {

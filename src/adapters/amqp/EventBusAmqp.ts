@@ -3,7 +3,7 @@ import { Settings } from "../../config.js"
 import { type Envelope, SchemaVersionHeader } from "../../domain/Envelope.js"
 import { registerConnectionCheck } from "../../ports/BrokerConnections.js"
 import { EventBus } from "../../ports/EventBus.js"
-import { brokerAccessOf, brokerUrlsOf } from "./AmqpConnection.js"
+import { brokerAccessOf, brokerUrlsOf, decodeUrlPart } from "./AmqpConnection.js"
 import { makeAmqpPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { namesOf, topologyPlanOf } from "./Topology.js"
 
@@ -42,7 +42,7 @@ export const toPublish = (exchange: string, envelope: Envelope, userId?: string)
 /** The user name of a broker URL, the first of a cluster's list (`guest` when it names none, as amqplib then logs in). */
 export const brokerUserOf = (url: Redacted.Redacted<string>): string => {
   const parsed = new URL(brokerUrlsOf(url)[0]!)
-  return parsed.username === "" ? "guest" : decodeURIComponent(parsed.username)
+  return parsed.username === "" ? "guest" : decodeUrlPart(parsed.username)
 }
 
 /** How often the relay's publisher checks that its connection is up, reconnecting if not: 2 s. */

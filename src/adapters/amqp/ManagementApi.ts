@@ -1,8 +1,14 @@
-import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import {
+  FetchHttpClient,
+  HttpClient,
+  type HttpClientError,
+  HttpClientRequest,
+  HttpClientResponse
+} from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Settings, type SettingsShape } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
-import { brokerUrlsOf, scrubCredentials } from "./AmqpConnection.js"
+import { brokerUrlsOf, decodeUrlPart, scrubCredentials } from "./AmqpConnection.js"
 
 /** The management API refreshes queue figures every `collect_statistics_interval`, 5000 ms by default. */
 export const ManagementSampleMs = 5_000
@@ -35,9 +41,9 @@ export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "ma
   const from = management.username === "" ? amqp : management
   return {
     baseUrl: `${management.protocol}//${management.host}${management.pathname.replace(/\/+$/, "")}`,
-    vhost: amqp.pathname.length > 1 ? decodeURIComponent(amqp.pathname.slice(1)) : "/",
-    user: from.username === "" ? "guest" : decodeURIComponent(from.username),
-    password: Redacted.make(from.username === "" ? "guest" : decodeURIComponent(from.password))
+    vhost: amqp.pathname.length > 1 ? decodeUrlPart(amqp.pathname.slice(1)) : "/",
+    user: from.username === "" ? "guest" : decodeUrlPart(from.username),
+    password: Redacted.make(from.username === "" ? "guest" : decodeUrlPart(from.password))
   }
 }
 
@@ -49,6 +55,33 @@ export const QueueInfo = Schema.Struct({
 })
 
 const Bindings = Schema.Array(Schema.Struct({ routing_key: Schema.String }))
+
+/** The management API's body for a missing object: `{"error": "Object Not Found", "reason": "Not Found"}`. */
+const isObjectNotFound = (body: unknown) =>
+  typeof body === "object" && body !== null && (body as { readonly error?: unknown }).error === "Object Not Found"
+
+/**
+ * A 404 is "no such object" only in the management API's own words: any other server
+ * answering 404 (a wrong `DOSTAVKA_MANAGEMENT_URL`) is not the management API, and its
+ * answer says nothing about the broker's queues.
+ */
+const notFound = <A>(
+  error: HttpClientError.ResponseError,
+  baseUrl: string
+): Effect.Effect<Option.Option<A>, HttpClientError.ResponseError | ManagementUnanswered> =>
+  error.response.status !== 404
+    ? Effect.fail(error)
+    : Effect.flatMap(
+      Effect.orElseSucceed(error.response.json, () => undefined),
+      (body) =>
+        isObjectNotFound(body)
+          ? Effect.succeed(Option.none<A>())
+          : Effect.fail(
+            new ManagementUnanswered({
+              detail: `${baseUrl} answered 404 without the management API's error body: is it the management API?`
+            })
+          )
+    )
 
 /** The management API did not answer in time, refused the user, or answered something else; `detail` carries no password. */
 export class ManagementUnanswered
@@ -87,8 +120,7 @@ export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<Managem
         ).pipe(
           Effect.flatMap(HttpClientResponse.schemaBodyJson(schema)),
           Effect.map(Option.some),
-          Effect.catchIf((error) => error._tag === "ResponseError" && error.response.status === 404, () =>
-            Effect.succeed(Option.none<A>())),
+          Effect.catchTag("ResponseError", (error) => notFound<A>(error, access.baseUrl)),
           Effect.timeoutFail({
             duration: ManagementTimeout,
             onTimeout: () =>
