@@ -11,7 +11,7 @@
  * the kit does not accept a list of broker URLs (the run then used the first node only).
  * See scripts/chaos/ChaosOptions.ts for the modes and flags.
  */
-import { spawn } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -167,6 +167,8 @@ const main = async (): Promise<number> => {
     console.error(`chaos: cannot run here: ${unsupported}`)
     return 2
   }
+  // The roles run compiled, as `npm run main` runs them: compile src/ if it changed.
+  execFileSync("bash", ["scripts/build.sh"], { stdio: "inherit" })
   const profile = profileOf(options)
   const random = new SeededRandom(options.seed)
   say(`seed ${options.seed}, ${profile.name} run; replay with: ${replayCommand(options)}`)

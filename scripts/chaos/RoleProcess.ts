@@ -1,5 +1,5 @@
 /**
- * RoleProcess: one Dostavka role (`node --import tsx src/main.ts --role R`) run as an OS
+ * RoleProcess: one Dostavka role (`node dist/main.js --role R`, compiled as users run it) run as an OS
  * process of its own, as a supervisor would run it, with its output appended to a log
  * file. It can be killed with SIGKILL and started again, stopped with SIGTERM, and it
  * remembers every incarnation: when it started and became ready, how it ended, and its
@@ -75,7 +75,7 @@ export class RoleProcess {
   start(): Incarnation {
     if (this.current !== undefined) throw new Error(`${this.role} is already running`)
     this.intent = undefined
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "--role", this.role], {
+    const child = spawn(process.execPath, ["dist/main.js", "--role", this.role], {
       cwd: this.cwd,
       env: this.env,
       stdio: ["ignore", "pipe", "pipe"]
