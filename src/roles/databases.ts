@@ -2,6 +2,7 @@ import { Context, Effect, Layer } from "effect"
 import { existsSync } from "node:fs"
 import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
+import { CoalescingTransaction } from "../adapters/sqlite/CoalescingTransaction.js"
 import {
   databaseFile,
   databaseLayer,
@@ -37,9 +38,10 @@ const ApiDatabase = database("api")
 const CatalogDatabase = database("catalog")
 const AuditDatabase = database("audit")
 
-/** The API owner's stores over `api.db`: materials, requests, outbox, and its Transaction. */
+/** The API owner's stores over `api.db`: materials, requests, outbox, and its Transaction (group commit, see `CoalescingTransaction`). */
 export const ApiStores = Layer.mergeAll(
-  Layer.fresh(transaction),
+  // Requests that arrive together commit together: one fsync for many 202s.
+  Layer.fresh(CoalescingTransaction.pipe(Layer.provide(transaction))),
   Layer.fresh(OutboxSqlite),
   Layer.fresh(MaterialStoreSqlite),
   Layer.fresh(PublicationRequestsSqlite)
