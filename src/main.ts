@@ -9,6 +9,7 @@ import { TracingLive } from "./adapters/tracing/Tracing.js"
 import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
 import { GapsFound, reconcileCommand, statusCommand } from "./cli/StatusCommands.js"
+import { topologyCommand } from "./cli/TopologyCommands.js"
 import { describeConfigError, Settings } from "./config.js"
 import { describeCause } from "./domain/errors.js"
 import { printReport, runDeliveryJob } from "./jobs/deliveryJob.js"
@@ -88,6 +89,7 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
 const operatorCommands = [
   deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
   outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment)),
+  topologyCommand.pipe(Command.provide(Environment)),
   statusCommand.pipe(Command.provide(statusViewOver(ApiReader)), Command.provide(Environment)),
   reconcileCommand.pipe(
     Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)),
