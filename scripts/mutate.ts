@@ -157,6 +157,7 @@ const root = join(import.meta.dirname, "..")
 const unitTests = [
   "test/domain",
   "test/app",
+  "test/jobs",
   "test/adapters",
   "test/property",
   "test/architecture.test.ts",

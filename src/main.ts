@@ -9,12 +9,20 @@ import { TracingLive } from "./adapters/tracing/Tracing.js"
 import { deadCommand, UsageError } from "./cli/DeadLetterCommands.js"
 import { outboxCommand } from "./cli/OutboxCommands.js"
 import { GapsFound, reconcileCommand, statusCommand } from "./cli/StatusCommands.js"
+import { topologyCommand } from "./cli/TopologyCommands.js"
 import { describeConfigError, Settings } from "./config.js"
 import { describeCause } from "./domain/errors.js"
+import { printReport, runDeliveryJob } from "./jobs/deliveryJob.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
 import { ApiRole, statusViewOver } from "./roles/api.js"
-import { ApiReader, ApiReaderIfPresent, ApiStores, HandlerInboxesSqlite } from "./roles/databases.js"
-import { printReport, runDeliveryJob } from "./roles/deliveryJob.js"
+import {
+  ApiReader,
+  ApiReaderIfPresent,
+  ApiStores,
+  AuditReader,
+  CatalogReader,
+  HandlerInboxesSqlite
+} from "./roles/databases.js"
 import { HealthRole } from "./roles/health.js"
 import { ProcessServices } from "./roles/ProcessServices.js"
 import { AuditRole, CatalogRole } from "./roles/receivers.js"
@@ -68,7 +76,12 @@ const runRole = (name: string) =>
   })
 
 const runMainJob = (dataset: string) =>
-  untilAFailure(runDeliveryJob(dataset).pipe(Effect.flatMap(printReport), Effect.provide(Roles.all)))
+  untilAFailure(
+    runDeliveryJob(dataset, { api: ApiReader, catalog: CatalogReader, audit: AuditReader }).pipe(
+      Effect.flatMap(printReport),
+      Effect.provide(Roles.all)
+    )
+  )
 
 const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role }) =>
   Effect.gen(function*() {
@@ -83,6 +96,7 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
 const operatorCommands = [
   deadCommand.pipe(Command.provide(DeadLettersAmqp), Command.provide(Environment)),
   outboxCommand.pipe(Command.provide(ApiStores), Command.provide(Environment)),
+  topologyCommand.pipe(Command.provide(Environment)),
   statusCommand.pipe(Command.provide(statusViewOver(ApiReaderIfPresent)), Command.provide(Environment)),
   reconcileCommand.pipe(
     Command.provide(Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp)),

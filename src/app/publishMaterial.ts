@@ -1,10 +1,11 @@
 import { Clock, Effect, Option } from "effect"
-import { createHash, randomUUID } from "node:crypto"
+import { createHash } from "node:crypto"
 import { envelopeOf } from "../domain/Envelope.js"
 import { IdempotencyKeyReused, StaleRevision } from "../domain/errors.js"
 import { isNewer, type Revision } from "../domain/Material.js"
 import { MaterialPublishedV1 } from "../domain/MaterialPublished.js"
 import type { IdempotencyKey, PublishMaterial } from "../domain/PublishMaterial.js"
+import { Ids } from "../ports/Ids.js"
 import { MaterialStore } from "../ports/MaterialStore.js"
 import { Outbox } from "../ports/Outbox.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
@@ -47,7 +48,7 @@ export const publicationStatus = (eventId: string) =>
  * answer, nothing written; same key, other command → `IdempotencyKeyReused`), checks the
  * revision is newer than the material's latest (else `StaleRevision`), then writes the
  * material revision, the request and the outbox row holding the `material.published.v1`
- * envelope. After the commit it rings the relay. Fails with `IdempotencyKeyReused`,
+ * envelope, the request's and the event's ids taken from `Ids`. After the commit it rings the relay. Fails with `IdempotencyKeyReused`,
  * `StaleRevision` or `PersistenceError`; on any failure nothing is written.
  */
 export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
@@ -58,6 +59,7 @@ export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
   const requests = yield* PublicationRequests
   const materials = yield* MaterialStore
   const outbox = yield* Outbox
+  const ids = yield* Ids
   const hash = requestHash(command)
 
   const { replayed, request } = yield* transaction.run(Effect.gen(function*() {
@@ -79,8 +81,8 @@ export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
     const request: PublicationRequest = {
       idempotencyKey,
       requestHash: hash,
-      requestId: randomUUID(),
-      eventId: randomUUID(),
+      requestId: yield* ids.uuid,
+      eventId: yield* ids.uuid,
       materialId: command.materialId,
       revision: command.revision,
       acceptedAtMs: now

@@ -1,4 +1,5 @@
 import { Layer } from "effect"
+import { IdsRandom } from "../adapters/ids/IdsRandom.js"
 import { MetricsExposition } from "../adapters/metrics/PrometheusExposition.js"
 import { BrokerConnections } from "../ports/BrokerConnections.js"
 import { OutboxSignal } from "../ports/OutboxSignal.js"
@@ -8,12 +9,13 @@ import { Supervisor } from "../ports/Supervisor.js"
 /**
  * What the roles of one process share: the `Supervisor` of their fate, the doorbell from
  * the API to the relay, the broker connections' states, the readiness checks, and the
- * metrics exposition. One of each per process; every role layer needs them.
+ * metrics exposition, and where new ids come from. One of each per process; every role layer needs them.
  */
 export const ProcessServices = Layer.mergeAll(
   Supervisor.layer,
   OutboxSignal.layer,
   BrokerConnections.layer,
   Readiness.layer,
-  MetricsExposition.live
+  MetricsExposition.live,
+  IdsRandom
 )

@@ -133,6 +133,43 @@ describe("the consumer, against a scripted broker", () => {
       expect(consuming(fake).settlements).toEqual([{ kind: "ack", tag: 1, multiple: true }])
     }))
 
+  it.scoped("the failure times on a copy are the Clock's: first and last on a first failure, the first kept and last and dead-at moved on a later one", () =>
+    Effect.gen(function*() {
+      const fake = new FakeAmqp()
+      const firstAt = Date.parse("2031-02-03T04:05:06.789Z")
+      yield* TestClock.setTime(firstAt)
+      yield* consumerOver(fake, (batch) =>
+        Effect.succeed(batch.map((m) =>
+          m.messageId === "m1"
+            ? Verdict.Retry({ failure, tier: 0, delay: testRetry.delays[0]!, attempts: 1 })
+            : Verdict.DeadLetter({ reason: "exhausted", failure, attempts: 3 })
+        )))
+      yield* ready(fake)
+      consuming(fake).deliver(Buffer.from("{}"), { messageId: "m1", headers: {} })
+      yield* until(() => copiesChannel(fake)?.published.length === 1)
+      expect(copiesChannel(fake)!.published[0]!.options.headers).toMatchObject({
+        [KitHeaders.firstFailureAt]: "2031-02-03T04:05:06.789Z",
+        [KitHeaders.lastFailureAt]: "2031-02-03T04:05:06.789Z"
+      })
+      copiesChannel(fake)!.confirm(0)
+      yield* until(() => consuming(fake).settlements.length === 1)
+
+      yield* TestClock.adjust("90 seconds")
+      consuming(fake).deliver(Buffer.from("{}"), {
+        messageId: "m2",
+        headers: { [KitHeaders.attempts]: 2, [KitHeaders.firstFailureAt]: "2031-02-03T04:05:06.789Z" }
+      })
+      yield* until(() => copiesChannel(fake)?.published.length === 2)
+      expect(copiesChannel(fake)!.published[1]!.options.headers).toMatchObject({
+        [KitHeaders.firstFailureAt]: "2031-02-03T04:05:06.789Z",
+        [KitHeaders.lastFailureAt]: "2031-02-03T04:06:36.789Z",
+        [KitHeaders.deadAt]: "2031-02-03T04:06:36.789Z",
+        [KitHeaders.reason]: "exhausted"
+      })
+      copiesChannel(fake)!.confirm(1)
+      yield* until(() => consuming(fake).settlements.length === 2)
+    }))
+
   it.scoped("a copy without a confirm hands the message back (requeue) after the delay; past the hand-backs it is rejected to the dead-letter exchange", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
+import { memoryUuid } from "../../src/adapters/memory/IdsMemory.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { MaterialStore } from "../../src/ports/MaterialStore.js"
@@ -24,6 +25,17 @@ describe("publishMaterial (in memory)", () => {
         type: "material.published.v1"
       })
       expect(JSON.parse(row!.envelope.body)).not.toHaveProperty("body")
+    }).pipe(Effect.provide(ApiMemory)))
+
+  it.effect("takes the request's and the event's ids from Ids, in that order, and a replay asks for none", () =>
+    Effect.gen(function*() {
+      const first = yield* publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 1 }))
+      expect(first).toMatchObject({ requestId: memoryUuid(1), eventId: memoryUuid(2) })
+      yield* publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 1 }))
+      const second = yield* publishMaterial(MaterialMother.key("b"), MaterialMother.command({ revision: 2 }))
+      expect(second).toMatchObject({ requestId: memoryUuid(3), eventId: memoryUuid(4) })
+      const [row] = yield* Effect.flatMap(Outbox, (o) => o.pending(10, 0))
+      expect(row?.envelope).toMatchObject({ messageId: memoryUuid(2), correlationId: memoryUuid(1) })
     }).pipe(Effect.provide(ApiMemory)))
 
   it.effect("the same key with the same command returns the same ids and adds nothing", () =>

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { IdsRandom } from "../../src/adapters/ids/IdsRandom.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { Outbox } from "../../src/ports/Outbox.js"
@@ -101,7 +102,7 @@ describe("publication API over HTTP and SQLite", () => {
       )
       const error = yield* Effect.flip(publishMaterial(MaterialMother.key(), MaterialMother.command())).pipe(
         Effect.provide(failingOutbox),
-        Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer)),
+        Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer, IdsRandom)),
         Effect.provide(testSettings(uniquePrefix("tx"), dir))
       )
       expect(error).toMatchObject({ _tag: "PersistenceError", operation: "outbox.enqueue" })

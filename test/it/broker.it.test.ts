@@ -4,6 +4,7 @@ import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
 import { makeAmqpPublisher } from "../../src/adapters/amqp/AmqpPublisher.js"
 import { declareTopology, namesOf, topologyOf, topologyPlanOf } from "../../src/adapters/amqp/Topology.js"
+import { IdsRandom } from "../../src/adapters/ids/IdsRandom.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiStores } from "../../src/roles/databases.js"
@@ -31,7 +32,7 @@ describe("relay and topology on the real broker", () => {
         MaterialMother.key(),
         MaterialMother.command({ materialId: "guides/confirms", revision: 4 })
       ).pipe(
-        Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer)),
+        Effect.provide(Layer.mergeAll(ApiStores, OutboxSignal.layer, IdsRandom)),
         Effect.provide(settings)
       )
       yield* startRoles(RelayRole, settings)

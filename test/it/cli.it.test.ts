@@ -172,4 +172,46 @@ describe("the command line", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.live(
+    "topology prints what the roles declare for the configured prefix and retry tiers, without the broker; --json gives the plan",
+    () =>
+      Effect.gen(function*() {
+        // No broker answers on port 1: the command must not need one.
+        const env = {
+          DOSTAVKA_PREFIX: "plan",
+          DOSTAVKA_CATALOG_RETRY_DELAYS_MS: "1000,5000",
+          DOSTAVKA_AMQP_URL: "amqp://guest:guest@127.0.0.1:1"
+        }
+        const [text, json] = yield* Effect.all([dostavka(["topology"], env), dostavka(["topology", "--json"], env)], {
+          concurrency: 2
+        })
+        expect(text.code).toBe(0)
+        expect(text.stdout).toContain("topology for prefix plan, classic queues")
+        expect(text.stdout).toMatch(
+          /plan\.catalog\.retry\.1s +true +x-queue-type=classic x-message-ttl=1000 x-dead-letter-exchange=plan\.catalog\.dlx x-dead-letter-routing-key=redeliver/
+        )
+        expect(text.stdout).toMatch(/plan\.catalog\.dlx +retry\.5s +plan\.catalog\.retry\.5s/)
+        expect(text.stdout).not.toContain("plan.catalog.retry.10s")
+        expect(text.stdout).toContain("plan.audit.retry.60s")
+
+        expect(json.code).toBe(0)
+        const plan = JSON.parse(json.stdout) as {
+          queues: ReadonlyArray<{ name: string; arguments: Record<string, unknown> }>
+          bindings: ReadonlyArray<{ exchange: string; routingKey: string; queue: string }>
+        }
+        expect(plan.queues.find((q) => q.name === "plan.catalog")?.arguments).toEqual({
+          "x-queue-type": "classic",
+          "x-dead-letter-exchange": "plan.catalog.dlx",
+          "x-dead-letter-routing-key": "dead"
+        })
+        expect(plan.queues.map((q) => q.name)).toContain("plan.catalog.retry.5s")
+        expect(plan.bindings).toContainEqual({
+          exchange: "plan.events",
+          routingKey: "material.published.v1",
+          queue: "plan.audit"
+        })
+      }),
+    60_000
+  )
 })

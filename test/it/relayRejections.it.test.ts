@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
+import { IdsRandom } from "../../src/adapters/ids/IdsRandom.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
@@ -35,7 +36,7 @@ describe("rows the broker rejects", () => {
         const prefix = uniquePrefix("park")
         yield* cleanupTopology(prefix)
         const settings = testSettings(prefix, dir, { parkAfter: 3 })
-        const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer).pipe(Layer.provideMerge(settings))
+        const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer, IdsRandom).pipe(Layer.provideMerge(settings))
         // An event of a type no queue is bound for, committed before two ordinary ones.
         const unrouted = { ...MaterialMother.envelope(MaterialMother.event()), type: "material.unrouted.v1" }
         yield* Effect.flatMap(Outbox, (o) => o.enqueue(unrouted, Date.now())).pipe(Effect.provide(stores))

@@ -5,6 +5,7 @@ import { spawn } from "node:child_process"
 import { copyFileSync, renameSync, rmSync } from "node:fs"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
+import { IdsRandom } from "../../src/adapters/ids/IdsRandom.js"
 import { databaseFile, databaseLayer, migrationsOf } from "../../src/adapters/sqlite/Database.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
@@ -184,7 +185,7 @@ describe("files removed or replaced under running roles", () => {
       const prefix = uniquePrefix("lost-relay")
       yield* cleanupTopology(prefix)
       const settings = testSettings(prefix, dir)
-      const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer).pipe(Layer.provideMerge(settings))
+      const stores = Layer.mergeAll(ApiStores, OutboxSignal.layer, IdsRandom).pipe(Layer.provideMerge(settings))
       yield* publishMaterial(MaterialMother.key(), MaterialMother.command({ revision: 1 })).pipe(Effect.provide(stores))
       const relay = yield* startRoles(RelayRole, settings)
       yield* eventually(

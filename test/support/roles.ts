@@ -7,6 +7,7 @@ import type { MetricsExposition } from "../../src/adapters/metrics/PrometheusExp
 import { databaseFile, type ServiceDatabase } from "../../src/adapters/sqlite/Database.js"
 import { Settings, type SettingsShape } from "../../src/config.js"
 import type { BrokerConnections } from "../../src/ports/BrokerConnections.js"
+import type { Ids } from "../../src/ports/Ids.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import type { Readiness } from "../../src/ports/Readiness.js"
 import { Supervisor } from "../../src/ports/Supervisor.js"
@@ -52,7 +53,11 @@ const capturing = (into: Array<CapturedLog>) =>
  * appended there; with `allLevels` too, every line of every level.
  */
 export const startRoles = <ROut, E>(
-  roles: Layer.Layer<ROut, E, Settings | OutboxSignal | Supervisor | Readiness | BrokerConnections | MetricsExposition>,
+  roles: Layer.Layer<
+    ROut,
+    E,
+    Settings | OutboxSignal | Supervisor | Readiness | BrokerConnections | MetricsExposition | Ids
+  >,
   settings: Layer.Layer<Settings>,
   options: { readonly logs?: Array<CapturedLog>; readonly allLevels?: boolean } = {}
 ) =>

@@ -38,6 +38,7 @@ export interface FailureContext {
   readonly failure: IncompatibleMessage | HandlerFailure
   /** Failed attempts including this one. */
   readonly attempts: number
+  /** The failure's time, from `Clock.currentTimeMillis` (TestClock's in tests): every time header is written from it. */
   readonly nowMs: number
 }
 
@@ -94,7 +95,11 @@ const failureHeaders = (message: Message, context: FailureContext): Headers => {
   }
 }
 
-/** The message id a copy is published under: the original's, or a fresh one (the publisher ties a basic.return to its publish by it). */
+/**
+ * The message id a copy is published under: the original's, or a fresh one (the publisher
+ * ties a basic.return to its publish by it). Taken once per copy, so that its properties
+ * and its `sameAs` key name the same id.
+ */
 const copyId = (message: Message) =>
   typeof message.properties.messageId === "string" && message.properties.messageId !== ""
     ? message.properties.messageId
@@ -112,12 +117,13 @@ export const retryCopy = (
   routingKey: string
 ): RawPublish => {
   const headers = failureHeaders(message, context)
+  const messageId = copyId(message)
   return {
     exchange,
     routingKey,
     content: message.content,
-    options: { ...copiedProperties(message), messageId: copyId(message), persistent: true, headers },
-    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
+    options: { ...copiedProperties(message), messageId, persistent: true, headers },
+    sameAs: sameCopy(exchange, routingKey, messageId, headers)
   }
 }
 
@@ -149,12 +155,13 @@ export const deadCopy = (
     [KitHeaders.deadAt]: new Date(context.nowMs).toISOString(),
     ...(expiration === undefined ? {} : { [KitHeaders.originalExpiration]: String(expiration) })
   }
+  const messageId = copyId(message)
   return {
     exchange,
     routingKey,
     content: message.content,
-    options: { ...properties, messageId: copyId(message), persistent: true, headers },
-    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
+    options: { ...properties, messageId, persistent: true, headers },
+    sameAs: sameCopy(exchange, routingKey, messageId, headers)
   }
 }
 
@@ -183,17 +190,18 @@ export const replayCopy = (message: Message, exchange: string, routingKey: strin
     }
   }
   headers[KitHeaders.replays] = (nonNegativeInteger(message.properties.headers?.[KitHeaders.replays]) ?? 0) + 1
+  const messageId = copyId(message)
   return {
     exchange,
     routingKey,
     content: message.content,
     options: {
       ...copiedProperties(message),
-      messageId: copyId(message),
+      messageId,
       persistent: true,
       ...(typeof expiration === "string" ? { expiration } : {}),
       headers
     },
-    sameAs: sameCopy(exchange, routingKey, copyId(message), headers)
+    sameAs: sameCopy(exchange, routingKey, messageId, headers)
   }
 }

@@ -11,11 +11,11 @@ import {
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Cause, Clock, Context, Effect, Layer, Metric, Option } from "effect"
-import { randomUUID } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { Metrics } from "../../app/Metrics.js"
 import { truncate } from "../../domain/JsonInput.js"
+import { Ids } from "../../ports/Ids.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { OperationsHttpApi } from "./OperationsHttpApi.js"
 import {
@@ -219,7 +219,7 @@ const isRouteNotFound = (error: unknown): error is HttpServerError.RouteNotFound
  * carries `Retry-After: 1`; a 413 closes the connection, since the rest of its body was
  * not read.
  */
-const edge = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+const edge = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | Ids> =>
   app.pipe(
     Effect.catchAllCause((cause) =>
       Option.match(failureIf(cause, isRouteNotFound), {
@@ -267,11 +267,11 @@ const edge = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>
  * and route template. The path is cut to 200 characters; no header, query or body is
  * logged.
  */
-const requestLog = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+const requestLog = (routes: ReadonlyArray<Route>) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | Ids> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const startedAt = yield* Clock.currentTimeMillis
-    const requestId = randomUUID()
+    const requestId = yield* Effect.flatMap(Ids, (ids) => ids.uuid)
     const path = request.url.split("?")[0] ?? ""
     const finish = (status: number) =>
       Effect.gen(function*() {
