@@ -74,17 +74,21 @@ const applySpan = (handler: HandlerName, item: Receivable) =>
     "dostavka.handler": handler
   })
 
-/** Whether a batch's fast path failed in a handler's effect, or around it (the inbox, the transaction). */
-class HandlerFailedInBatch extends Data.TaggedError("HandlerFailedInBatch")<{}> {}
+/** The handler's effect failed for the `index`-th message of a batch on the fast path, with `cause`. */
+class HandlerFailedInBatch extends Data.TaggedError("HandlerFailedInBatch")<{
+  readonly index: number
+  readonly cause: Cause.Cause<PersistenceError>
+}> {}
 
 /**
  * The fast path of group commit, for a batch in which nothing fails: inside the caller's
  * transaction, ONE inbox lookup for the whole batch, each handler's effect in turn (no
  * savepoints), and ONE statement for all the receipts. A message seen already (a receipt,
  * or an earlier delivery of the same batch) counts as a duplicate, as in `receiveOne`.
- * Any failure of a handler's effect fails the whole with `HandlerFailedInBatch`, so that
- * the caller rolls back and takes the savepoint path, where it is isolated; a failure
- * of the inbox is the `PersistenceError` itself.
+ * The first failure of a handler's effect fails the whole with `HandlerFailedInBatch`
+ * (which message, and why), so that the caller rolls back and takes the savepoint path
+ * for the others, without running the failed one's handler a second time; a failure of
+ * the inbox is the `PersistenceError` itself.
  */
 const receiveAll = <R>(handler: Handler<R>, items: ReadonlyArray<Receivable>) =>
   Effect.gen(function*() {
@@ -96,7 +100,7 @@ const receiveAll = <R>(handler: Handler<R>, items: ReadonlyArray<Receivable>) =>
     const receivedAtMs = yield* Clock.currentTimeMillis
     const receipts: Array<Receipt> = []
     const dispositions: Array<Disposition> = []
-    for (const item of items) {
+    for (const [index, item] of items.entries()) {
       const messageId = item.message.messageId
       if (seen.has(messageId)) {
         if (received.has(messageId)) yield* inbox.noteDuplicate(handler.name, messageId)
@@ -107,7 +111,7 @@ const receiveAll = <R>(handler: Handler<R>, items: ReadonlyArray<Receivable>) =>
       seen.add(messageId)
       const outcome = yield* handler.apply(item.event, item.message).pipe(
         Effect.catchAllCause((cause): Effect.Effect<never, HandlerFailedInBatch> =>
-          Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.fail(new HandlerFailedInBatch())
+          Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.fail(new HandlerFailedInBatch({ index, cause }))
         ),
         applySpan(handler.name, item),
         Effect.annotateLogs({
@@ -308,32 +312,35 @@ export const judgeAll =
         message,
         traceparent: batch[i]!.traceparent
       }))
-      // Each message in a savepoint of its own, so that one failing rolls back only its
-      // own writes: the path a batch takes when a handler failed in the fast path.
-      const isolated = Effect.gen(function*() {
-        const verdicts = yield* Effect.forEach(
-          receivable,
-          ([i], k) =>
-            Effect.exit(
-              transaction.run(receiveOne(handler, items[k]!.event, items[k]!.message)).pipe(
-                applySpan(handler.name, items[k]!)
-              )
-            ).pipe(
-              Effect.flatMap((exit): Effect.Effect<Verdict> => {
-                if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
-                if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
-                const error = Cause.failureOption(exit.cause)
-                return Effect.succeed(
-                  Option.isSome(error)
-                    ? onStoreFailure(policy, batch[i]!.attempts, error.value)
-                    : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
-                )
-              })
-            )
+      const verdictOf = (i: number, exit: Exit.Exit<Disposition, PersistenceError>): Effect.Effect<Verdict> => {
+        if (Exit.isSuccess(exit)) return Effect.succeed(Verdict.Ack({ disposition: exit.value }))
+        if (Cause.isInterruptedOnly(exit.cause)) return Effect.interrupt
+        const error = Cause.failureOption(exit.cause)
+        return Effect.succeed(
+          Option.isSome(error)
+            ? onStoreFailure(policy, batch[i]!.attempts, error.value)
+            : failed(policy, batch[i]!.attempts, classifyDefect(exit.cause))
         )
-        yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
-        return verdicts
-      })
+      }
+      // Each message in a savepoint of its own, so that one failing rolls back only its
+      // own writes: the path a batch takes when a handler failed in the fast path. The one
+      // that failed there keeps that failure; its handler is not run twice for one delivery.
+      const isolated = (failedFirst: HandlerFailedInBatch) =>
+        Effect.gen(function*() {
+          const verdicts = yield* Effect.forEach(
+            receivable,
+            ([i], k) =>
+              k === failedFirst.index
+                ? verdictOf(i, Exit.failCause(failedFirst.cause))
+                : Effect.exit(
+                  transaction.run(receiveOne(handler, items[k]!.event, items[k]!.message)).pipe(
+                    applySpan(handler.name, items[k]!)
+                  )
+                ).pipe(Effect.flatMap((exit) => verdictOf(i, exit)))
+          )
+          yield* inbox.noteFailures([...refused, ...verdicts.flatMap((v, k) => noteOf(receivable[k]![0], v))])
+          return verdicts
+        })
       const fast = Effect.gen(function*() {
         const dispositions = yield* receiveAll(handler, items)
         if (refused.length > 0) yield* inbox.noteFailures(refused)
@@ -345,7 +352,9 @@ export const judgeAll =
           Exit.succeed([])
         )
         : yield* Effect.exit(
-          transaction.run(fast).pipe(Effect.catchTag("HandlerFailedInBatch", () => transaction.run(isolated)))
+          transaction.run(fast).pipe(
+            Effect.catchTag("HandlerFailedInBatch", (failedFirst) => transaction.run(isolated(failedFirst)))
+          )
         )
       if (Exit.isFailure(received) && Cause.isInterruptedOnly(received.cause)) return yield* Effect.interrupt
       const committedAt = yield* Clock.currentTimeMillis

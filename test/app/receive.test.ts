@@ -229,12 +229,16 @@ describe("group commit (judgeAll)", () => {
         MaterialMother.event({ materialId: `batch/m${revision}`, revision })
       )
       const poisoned = events[2]!.eventId
+      let poisonedCalls = 0
       const picky = {
         ...auditHandler,
         // It writes its record, then dies: the savepoint must take the record back.
         apply: (event: typeof events[number], message: { messageId: string; correlationId: string }) =>
           event.eventId === poisoned
-            ? Effect.zipRight(auditHandler.apply(event, message), Effect.die(new Error("bug on this one")))
+            ? Effect.zipRight(
+              Effect.zipRight(Effect.sync(() => poisonedCalls++), auditHandler.apply(event, message)),
+              Effect.die(new Error("bug on this one"))
+            )
             : auditHandler.apply(event, message)
       }
       const batch = [...events.map((e) => MaterialMother.incoming(e)), MaterialMother.incoming(events[0]!)]
@@ -246,6 +250,8 @@ describe("group commit (judgeAll)", () => {
         "applied",
         "duplicate"
       ])
+      // One delivery, one attempt: the failed handler is not run again for its neighbours' sake.
+      expect(poisonedCalls).toBe(1)
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(3)
       expect(Option.isNone(yield* Effect.flatMap(Inbox, (i) => i.find("audit", poisoned)))).toBe(true)
       // The retry applies it once; the others are duplicates now.
