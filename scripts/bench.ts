@@ -51,7 +51,7 @@ const program = Effect.gen(function*() {
     yield* say(`suite ${name} done in ${((Date.now() - suiteStartedAt) / 1000).toFixed(0)} s`)
   }
   const machine = machineOf(broker)
-  yield* Console.log(`Dostavka bench${options.quick ? " (quick)" : ""}: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, RabbitMQ ${machine.rabbitmq}, ${machine.os}\n`)
+  yield* Console.log(`Dostavka bench${options.quick ? " (quick)" : ""}: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, RabbitMQ ${machine.rabbitmq} (Erlang ${machine.erlang}), amqplib ${machine.amqplib}, rascal ${machine.rascal}, ${machine.os}\n`)
   yield* Console.log(renderTables(results))
   const file = writeJson(projectDir, options, machine, startedAt, results)
   yield* Console.log(`\nJSON: ${file}`)

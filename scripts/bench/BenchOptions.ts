@@ -75,7 +75,7 @@ export const quickSizes: BenchSizes = {
   receiverMessages: 2_000,
   receiverPerMessageTxMessages: 300,
   e2eLoads: [200, 500, 1000],
-  e2eRoundMs: 1_000,
+  e2eRoundMs: 600,
   e2eMaxOutstanding: 1_000,
   apiRoundMs: 2_000,
   apiClients: 16,

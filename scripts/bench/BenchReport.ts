@@ -3,9 +3,10 @@
  * min and max over the rounds), the same as JSON under `bench/results/`, and the quick
  * run's one summary line of ratios.
  */
-import { mkdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { cpus, release } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import type { BenchBroker } from "./BenchBroker.js"
 import type { BenchOptions } from "./BenchOptions.js"
 import { show, type SuiteResult } from "./Figures.js"
@@ -17,6 +18,24 @@ export interface Machine {
   readonly os: string
   readonly rabbitmq: string
   readonly erlang: string
+  readonly amqplib: string
+  readonly rascal: string
+}
+
+/** The installed version of a package (its package.json may not be exported, so it is found beside its entry point). */
+const versionOf = (name: string): string => {
+  try {
+    let dir = dirname(createRequire(import.meta.url).resolve(name))
+    for (let up = 0; up < 5; up++, dir = dirname(dir)) {
+      const file = join(dir, "package.json")
+      if (!existsSync(file)) continue
+      const pkg = JSON.parse(readFileSync(file, "utf8")) as { name?: string; version?: string }
+      if (pkg.name === name) return pkg.version ?? "unknown"
+    }
+  } catch {
+    // not installed: said below
+  }
+  return "unknown"
 }
 
 export const machineOf = (broker: BenchBroker): Machine => ({
@@ -25,7 +44,9 @@ export const machineOf = (broker: BenchBroker): Machine => ({
   node: process.version,
   os: `${process.platform} ${release()}`,
   rabbitmq: broker.rabbitmqVersion,
-  erlang: broker.erlangVersion
+  erlang: broker.erlangVersion,
+  amqplib: versionOf("amqplib"),
+  rascal: versionOf("rascal")
 })
 
 const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>, rightAligned: ReadonlySet<number>) => {
