@@ -90,18 +90,22 @@ export interface BenchOptions {
   readonly suites: ReadonlyArray<SuiteName>
   /** `undefined`: every variant; otherwise only these (e.g. `kit`). */
   readonly variants: ReadonlyArray<string> | undefined
+  /** Where to write a CPU profile of each in-process kit round's measured window (`--cpu-profile DIR`). */
+  readonly cpuProfileDir: string | undefined
   readonly sizes: BenchSizes
 }
 
-export const usage = `usage: npm run bench -- [--quick] [--variant NAME]... [SUITE...]
+export const usage = `usage: npm run bench -- [--quick] [--variant NAME]... [--cpu-profile DIR] [SUITE...]
   SUITE      ${SuiteNames.join(", ")} (all when none is named)
   --quick    a reduced run, under two minutes, ending with one summary line of ratios
-  --variant  run only this variant of each comparison (kit, ceiling, floor, rascal, …), e.g. to profile the kit alone`
+  --variant  run only this variant of each comparison (kit, ceiling, floor, rascal, raw-sqlite, raw), e.g. to profile the kit alone
+  --cpu-profile DIR  write a V8 CPU profile of each in-process kit round (relay, receiver) to DIR`
 
 export const parseOptions = (argv: ReadonlyArray<string>): BenchOptions => {
   let quick = false
   const suites: Array<SuiteName> = []
   const variants: Array<string> = []
+  let cpuProfileDir: string | undefined
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     if (arg === "--quick") quick = true
@@ -109,6 +113,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): BenchOptions => {
       const name = argv[++i]
       if (name === undefined) throw new BenchUsageError({ detail: `--variant needs a name\n${usage}` })
       variants.push(name)
+    } else if (arg === "--cpu-profile") {
+      cpuProfileDir = argv[++i]
+      if (cpuProfileDir === undefined) throw new BenchUsageError({ detail: `--cpu-profile needs a directory\n${usage}` })
     } else if ((SuiteNames as ReadonlyArray<string>).includes(arg)) {
       if (!suites.includes(arg as SuiteName)) suites.push(arg as SuiteName)
     } else throw new BenchUsageError({ detail: `unknown argument ${JSON.stringify(arg)}\n${usage}` })
@@ -117,6 +124,7 @@ export const parseOptions = (argv: ReadonlyArray<string>): BenchOptions => {
     quick,
     suites: suites.length === 0 ? SuiteNames : SuiteNames.filter((s) => suites.includes(s)),
     variants: variants.length === 0 ? undefined : variants,
+    cpuProfileDir,
     sizes: quick ? quickSizes : fullSizes
   }
 }

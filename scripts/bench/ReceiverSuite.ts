@@ -31,6 +31,7 @@ import { declareKitTopology, type KitSettings, markerLogger, settingsLayer, sett
 import { consumeCount, openConfirmSession, publishStreaming } from "./RawAmqp.js"
 import { openRawCatalogStore } from "./RawCatalogStore.js"
 import { openRascal, rascalConsume } from "./RascalClient.js"
+import { profiled } from "./CpuProfiler.js"
 import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-receiver"
@@ -54,14 +55,16 @@ const untilReceipts = (file: string, count: number) =>
     (db) => Effect.sync(() => db.close())
   )
 
-const kitRound = (broker: BenchBroker, count: number) =>
+const kitRound = (broker: BenchBroker, count: number, profile: <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
   Effect.scoped(Effect.gen(function*() {
     const s: KitSettings = { amqpUrl: broker.amqpUrl, prefix: Prefix, dataDir: yield* tempDir("receiver") }
     const markers = markerLogger([ConsumingMarker])
-    const supervisor = yield* startRole(CatalogRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
-    const startedAt = yield* markers.at(ConsumingMarker)
-    const endedAt = yield* Effect.raceFirst(untilReceipts(databaseFile(s.dataDir, "catalog"), count), supervisor.failed)
-    return rate(count, startedAt, endedAt)
+    return yield* Effect.gen(function*() {
+      const supervisor = yield* startRole(CatalogRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
+      const startedAt = yield* markers.at(ConsumingMarker)
+      const endedAt = yield* Effect.raceFirst(untilReceipts(databaseFile(s.dataDir, "catalog"), count), supervisor.failed)
+      return rate(count, startedAt, endedAt)
+    }).pipe(profile)
   })).pipe(
     orBenchFailure("kit receiver"),
     Effect.timeoutFail({ duration: RoundTimeout, onTimeout: () => new BenchFailure({ what: "kit receiver", detail: "round timed out" }) })
@@ -95,9 +98,10 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
     const many = sizes.receiverMessages
     const few = Math.min(sizes.receiverPerMessageTxMessages, many)
 
+    let currentRound = 0
     type Variant = { readonly name: string; readonly label: string; readonly count: number; readonly round: (count: number) => Effect.Effect<number, BenchFailure> }
     const every: ReadonlyArray<Variant> = [
-      { name: "kit", label: "kit catalog receiver (CatalogRole: batch transaction, inbox + entry)", count: many, round: (n) => kitRound(broker, n) },
+      { name: "kit", label: "kit catalog receiver (CatalogRole: batch transaction, inbox + entry)", count: many, round: (n) => kitRound(broker, n, profiled(options.cpuProfileDir, `receiver-kit-round${currentRound}`)) },
       {
         name: "ceiling",
         label: "raw amqplib consume + ack, no work (ceiling)",
@@ -153,6 +157,7 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
 
     const results = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
     for (let round = 1; round <= sizes.rounds; round++) {
+      currentRound = round
       for (const variant of variants) {
         yield* fill(variant.count)
         const value = yield* variant.round(variant.count)

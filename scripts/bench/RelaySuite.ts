@@ -32,6 +32,7 @@ import { figure, type Figure, ratio, type Ratio, type SuiteResult } from "./Figu
 import { declareKitTopology, type KitSettings, markerLogger, settingsLayer, settingsOf, startRole } from "./KitInProcess.js"
 import { openConfirmSession, publishEach, publishStreaming } from "./RawAmqp.js"
 import { openRascal, rascalPublish } from "./RascalClient.js"
+import { profiled } from "./CpuProfiler.js"
 import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-relay"
@@ -66,15 +67,17 @@ const untilNothingPending = (file: string) =>
     (db) => Effect.sync(() => db.close())
   )
 
-const kitRound = (broker: BenchBroker, rows: ReadonlyArray<Envelope>) =>
+const kitRound = (broker: BenchBroker, rows: ReadonlyArray<Envelope>, profile: <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>) =>
   Effect.scoped(Effect.gen(function*() {
     const s: KitSettings = { amqpUrl: broker.amqpUrl, prefix: Prefix, dataDir: yield* tempDir("relay") }
     yield* preloadOutbox(s, rows)
     const markers = markerLogger([LeaseMarker])
-    const supervisor = yield* startRole(RelayRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
-    const startedAt = yield* markers.at(LeaseMarker)
-    const endedAt = yield* Effect.raceFirst(untilNothingPending(databaseFile(s.dataDir, "api")), supervisor.failed)
-    return rate(rows.length, startedAt, endedAt)
+    return yield* Effect.gen(function*() {
+      const supervisor = yield* startRole(RelayRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
+      const startedAt = yield* markers.at(LeaseMarker)
+      const endedAt = yield* Effect.raceFirst(untilNothingPending(databaseFile(s.dataDir, "api")), supervisor.failed)
+      return rate(rows.length, startedAt, endedAt)
+    }).pipe(profile)
   })).pipe(
     orBenchFailure("kit relay"),
     Effect.timeoutFail({ duration: RoundTimeout, onTimeout: () => new BenchFailure({ what: "kit relay", detail: "round timed out" }) })
@@ -93,14 +96,15 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
     const rascalPublishes = publishes.slice(0, sizes.relayRascalMessages)
     const queues = [names.queue("catalog"), names.queue("audit")]
 
-    type Variant = { readonly name: string; readonly label: string; readonly note: string; readonly round: Effect.Effect<number, BenchFailure> }
+    let currentRound = 0
+    type Variant = { readonly name: string; readonly label: string; readonly note: string; readonly round: () => Effect.Effect<number, BenchFailure> }
     const every: ReadonlyArray<Variant> = [
-      { name: "kit", label: "kit relay (RelayRole: OutboxSqlite + EventBusAmqp)", note: `${rows.length} rows, window ${window}`, round: kitRound(broker, rows) },
+      { name: "kit", label: "kit relay (RelayRole: OutboxSqlite + EventBusAmqp)", note: `${rows.length} rows, window ${window}`, round: () => kitRound(broker, rows, profiled(options.cpuProfileDir, `relay-kit-round${currentRound}`)) },
       {
         name: "ceiling",
         label: "raw amqplib, streaming confirms (ceiling)",
         note: `${publishes.length} msgs, window ${window}`,
-        round: attempt("raw streaming confirms", async () => {
+        round: () => attempt("raw streaming confirms", async () => {
           const session = await openConfirmSession(broker.amqpUrl)
           try {
             const startedAt = Date.now()
@@ -115,7 +119,7 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
         name: "floor",
         label: "raw amqplib, publish and wait each (floor)",
         note: `${floorPublishes.length} msgs, 1 in flight`,
-        round: attempt("raw publish-and-wait", async () => {
+        round: () => attempt("raw publish-and-wait", async () => {
           const session = await openConfirmSession(broker.amqpUrl)
           try {
             const startedAt = Date.now()
@@ -130,7 +134,7 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
         name: "rascal",
         label: "rascal, confirmed publications (its defaults)",
         note: `${rascalPublishes.length} msgs, ${window} awaiting confirm`,
-        round: attempt("rascal publish", async () => {
+        round: () => attempt("rascal publish", async () => {
           const rascal = await openRascal({
             url: broker.amqpUrl,
             vhost: broker.vhost,
@@ -153,9 +157,10 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
 
     const results = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
     for (let round = 1; round <= sizes.rounds; round++) {
+      currentRound = round
       for (const variant of variants) {
         yield* purgeQueues(broker, queues)
-        const value = yield* variant.round
+        const value = yield* variant.round()
         results.get(variant.name)!.push(value)
         yield* say(`relay round ${round}: ${variant.name} ${Math.round(value)} msgs/s`)
       }
