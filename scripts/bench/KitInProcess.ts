@@ -3,7 +3,7 @@
  * the bench process, composed as `src/main.ts` composes it (the role over
  * `ProcessServices` and `Settings`), with settings given field by field instead of read
  * from the environment. Its log lines go through a logger that prints warnings and
- * errors (`kitLogger`) and notes when given lines first appear: the kit logs `relay holds the lease`
+ * errors (`kitLogger`) and notes when given lines first appear (and the CPU used by then): the kit logs `relay holds the lease`
  * when its relay starts to drain and `consuming` when a receiver's consumer is
  * registered, and those are the moments a round's clock starts.
  */
@@ -15,6 +15,7 @@ import { Settings, type SettingsShape } from "../../src/config.js"
 import { Supervisor } from "../../src/ports/Supervisor.js"
 import { ProcessServices } from "../../src/roles/ProcessServices.js"
 import { kitLogger } from "./BenchLog.js"
+import type { Mark } from "./RoundClock.js"
 
 export interface KitSettings {
   readonly amqpUrl: string
@@ -45,15 +46,15 @@ const textOf = (message: unknown): string =>
  * In place of `kitLogger`: the same lines, and the time each of `markers` was first logged.
  */
 export const markerLogger = (markers: ReadonlyArray<string>) => {
-  const seen = new Map(markers.map((m) => [m, Deferred.unsafeMake<number>(FiberId.none)] as const))
+  const seen = new Map(markers.map((m) => [m, Deferred.unsafeMake<Mark>(FiberId.none)] as const))
   const logger = Logger.make<unknown, void>((options) => {
     const marker = seen.get(textOf(options.message))
-    if (marker !== undefined) Deferred.unsafeDone(marker, Exit.succeed(options.date.getTime()))
+    if (marker !== undefined) Deferred.unsafeDone(marker, Exit.succeed({ at: options.date.getTime(), cpu: process.cpuUsage() }))
     kitLogger.log(options)
   })
   return {
     layer: Logger.replace(kitLogger, logger),
-    /** When `marker` was first logged (ms since the epoch); waits for it. */
+    /** When `marker` was first logged (ms since the epoch, and the process's CPU usage then); waits for it. */
     at: (marker: string) => Deferred.await(seen.get(marker)!)
   }
 }

@@ -23,22 +23,22 @@ import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
 import { type BenchBroker, purgeQueues } from "./BenchBroker.js"
 import { attempt, BenchFailure, orBenchFailure } from "./BenchFailure.js"
-import { say } from "./BenchLog.js"
 import { envelopes, publishesOf } from "./BenchMessages.js"
 import { type BenchOptions, runs } from "./BenchOptions.js"
-import { figure, type Figure, ratio, type Ratio, type SuiteResult } from "./Figures.js"
+import { compare, runRounds, type Variant } from "./Comparison.js"
+import type { SuiteResult } from "./Figures.js"
 import { declareKitTopology, type KitSettings, markerLogger, settingsLayer, settingsOf, startRole } from "./KitInProcess.js"
 import { consumeCount, openConfirmSession, publishStreaming } from "./RawAmqp.js"
-import { openRawCatalogStore } from "./RawCatalogStore.js"
+import { openRawCatalogStore, type RawCatalogStore } from "./RawCatalogStore.js"
 import { openRascal, rascalConsume } from "./RascalClient.js"
 import { profiled } from "./CpuProfiler.js"
+import { mark, resultOf } from "./RoundClock.js"
 import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-receiver"
 const ConsumingMarker = "consuming"
 const RoundTimeout = Duration.minutes(5)
 
-const rate = (count: number, startedAt: number, endedAt: number) => count / (Math.max(1, endedAt - startedAt) / 1000)
 
 /** Polls `catalog.db` read-only until `count` receipts are committed; the time it saw them. */
 const untilReceipts = (file: string, count: number) =>
@@ -49,7 +49,7 @@ const untilReceipts = (file: string, count: number) =>
       const receipts = db.prepare<[], { n: number | null }>("SELECT MAX(rowid) AS n FROM inbox")
       return Effect.gen(function*() {
         while ((receipts.get()?.n ?? 0) < count) yield* Effect.sleep("5 millis")
-        return Date.now()
+        return mark()
       })
     },
     (db) => Effect.sync(() => db.close())
@@ -63,7 +63,7 @@ const kitRound = (broker: BenchBroker, count: number, profile: <A, E, R>(e: Effe
       const supervisor = yield* startRole(CatalogRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
       const startedAt = yield* markers.at(ConsumingMarker)
       const endedAt = yield* Effect.raceFirst(untilReceipts(databaseFile(s.dataDir, "catalog"), count), supervisor.failed)
-      return rate(count, startedAt, endedAt)
+      return resultOf(count, startedAt, endedAt)
     }).pipe(profile)
   })).pipe(
     orBenchFailure("kit receiver"),
@@ -71,7 +71,7 @@ const kitRound = (broker: BenchBroker, count: number, profile: <A, E, R>(e: Effe
   )
 
 /** The work of the raw variants: the event's JSON applied to a raw catalog store in one transaction. */
-const applyTo = (store: ReturnType<typeof openRawCatalogStore>) => (message: ConsumeMessage, content?: unknown) =>
+const applyTo = (store: RawCatalogStore) => (message: ConsumeMessage, content?: unknown) =>
   store.apply(String(message.properties.messageId), (content ?? JSON.parse(message.content.toString("utf8"))) as Parameters<typeof store.apply>[1])
 
 export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
@@ -99,95 +99,80 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
     const few = Math.min(sizes.receiverPerMessageTxMessages, many)
 
     let currentRound = 0
-    type Variant = { readonly name: string; readonly label: string; readonly count: number; readonly round: (count: number) => Effect.Effect<number, BenchFailure> }
+    const perMessageTx = (name: string, consume: (store: RawCatalogStore) => Promise<{ readonly startedAt: number; readonly endedAt: number }>) =>
+      Effect.scoped(Effect.flatMap(tempDir(name), (dir) =>
+        attempt(name, async () => {
+          const store = openRawCatalogStore(join(dir, "catalog.db"))
+          try {
+            const cpu = process.cpuUsage()
+            const t = await consume(store)
+            return resultOf(few, { at: t.startedAt, cpu }, { at: t.endedAt, cpu: process.cpuUsage() })
+          } finally {
+            store.close()
+          }
+        })))
     const every: ReadonlyArray<Variant> = [
-      { name: "kit", label: "kit catalog receiver (CatalogRole: batch transaction, inbox + entry)", count: many, round: (n) => kitRound(broker, n, profiled(options.cpuProfileDir, `receiver-kit-round${currentRound}`)) },
+      {
+        name: "kit",
+        label: "kit catalog receiver (CatalogRole: batch transaction, inbox + entry)",
+        note: `${many} msgs, prefetch ${prefetch}`,
+        round: () => Effect.zipRight(fill(many), kitRound(broker, many, profiled(options.cpuProfileDir, `receiver-kit-round${currentRound}`)))
+      },
       {
         name: "ceiling",
         label: "raw amqplib consume + ack, no work (ceiling)",
-        count: many,
-        round: (n) => attempt("raw consume", async () => {
-          const t = await consumeCount(broker.amqpUrl, queue, prefetch, n)
-          return rate(n, t.startedAt, t.endedAt)
-        })
+        note: `${many} msgs, prefetch ${prefetch}`,
+        round: () =>
+          Effect.zipRight(
+            fill(many),
+            attempt("raw consume", async () => {
+              const cpu = process.cpuUsage()
+              const t = await consumeCount(broker.amqpUrl, queue, prefetch, many)
+              return resultOf(many, { at: t.startedAt, cpu }, { at: t.endedAt, cpu: process.cpuUsage() })
+            })
+          )
       },
       {
         name: "raw-sqlite",
         label: "raw amqplib + SQLite, one transaction per message",
-        count: few,
-        round: (n) =>
-          Effect.scoped(Effect.flatMap(tempDir("raw-receiver"), (dir) =>
-            attempt("raw consume + SQLite", async () => {
-              const store = openRawCatalogStore(join(dir, "catalog.db"))
-              try {
-                const t = await consumeCount(broker.amqpUrl, queue, prefetch, n, applyTo(store))
-                return rate(n, t.startedAt, t.endedAt)
-              } finally {
-                store.close()
-              }
-            })))
+        note: `${few} msgs, prefetch ${prefetch}`,
+        round: () => Effect.zipRight(fill(few), perMessageTx("raw-receiver", (store) => consumeCount(broker.amqpUrl, queue, prefetch, few, applyTo(store))))
       },
       {
         name: "rascal",
         label: "rascal subscription + SQLite, one transaction per message",
-        count: few,
-        round: (n) =>
-          Effect.scoped(Effect.flatMap(tempDir("rascal-receiver"), (dir) =>
-            attempt("rascal consume + SQLite", async () => {
-              const store = openRawCatalogStore(join(dir, "catalog.db"))
-              const rascal = await openRascal({
-                url: broker.amqpUrl,
-                vhost: broker.vhost,
-                exchange: names.exchange,
-                routingKey: MaterialPublishedV1.type,
-                queue,
-                prefetch
-              })
+        note: `${few} msgs, prefetch ${prefetch}`,
+        round: () =>
+          Effect.zipRight(
+            fill(few),
+            perMessageTx("rascal-receiver", async (store) => {
+              const rascal = await openRascal({ url: broker.amqpUrl, vhost: broker.vhost, exchange: names.exchange, routingKey: MaterialPublishedV1.type, queue, prefetch })
               try {
-                const t = await rascalConsume(rascal, n, applyTo(store))
-                return rate(n, t.startedAt, t.endedAt)
+                return await rascalConsume(rascal, few, applyTo(store))
               } finally {
                 await rascal.shutdown()
-                store.close()
               }
-            })))
+            })
+          )
       }
     ]
     const variants = every.filter((v) => runs(options, v.name))
-
-    const results = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
-    for (let round = 1; round <= sizes.rounds; round++) {
+    const results = yield* runRounds("receiver", sizes.rounds, variants, Effect.void, (round) => {
       currentRound = round
-      for (const variant of variants) {
-        yield* fill(variant.count)
-        const value = yield* variant.round(variant.count)
-        results.get(variant.name)!.push(value)
-        yield* say(`receiver round ${round}: ${variant.name} ${Math.round(value)} msgs/s`)
-      }
-    }
+    })
     yield* purgeQueues(broker, [queue])
-
-    const figures = new Map<string, Figure>(variants.map((v) => [v.name, figure(v.label, "msgs/s", results.get(v.name)!, `${v.count} msgs, prefetch ${prefetch}`)]))
-    const kit = figures.get("kit")
-    const ratios: Array<Ratio> = []
-    const headline: Array<readonly [string, number]> = []
-    const compare = (other: string, name: string, meaning: string, short: string) => {
-      const b = figures.get(other)
-      if (kit === undefined || b === undefined) return
-      const r = ratio(name, kit, b, meaning)
-      ratios.push(r)
-      headline.push([short, r.median])
-    }
-    compare("ceiling", "receiver: kit / raw consume+ack", "share of the ceiling the kit reaches", "receiver kit/ceiling")
-    compare("raw-sqlite", "receiver: kit / raw + SQLite per message", "above 1: the kit is faster", "receiver kit/raw-sqlite")
-    compare("rascal", "receiver: kit / rascal + SQLite per message", "above 1: the kit is faster", "receiver kit/rascal")
+    const { figures, ratios, headline } = compare("receiver", variants, results, [
+      { variant: "ceiling", name: "receiver: kit / raw consume+ack", meaning: "share of the ceiling the kit reaches", short: "receiver kit/ceiling" },
+      { variant: "raw-sqlite", name: "receiver: kit / raw + SQLite per message", meaning: "above 1: the kit is faster", short: "receiver kit/raw-sqlite" },
+      { variant: "rascal", name: "receiver: kit / rascal + SQLite per message", meaning: "above 1: the kit is faster", short: "receiver kit/rascal" }
+    ])
     return {
       suite: "receiver",
       ratios,
-      figures: [...figures.values()],
+      figures,
       notes: [
         `The queue is purged and filled with the variant's messages (≈1 KiB, persistent, each a new material) before every variant; prefetch ${prefetch} for all.`,
-        "The kit's clock starts at its `consuming` log line and stops when a read-only connection sees the last receipt committed (polled every 5 ms); the baselines time basic.consume to their last ack.",
+        "The kit's clock starts at its `consuming` log line and stops when a read-only connection sees the last receipt committed (polled every 5 ms); the baselines time basic.consume to their last ack. CPU per message is this process's (the broker's is not counted) over the same window; the baselines' includes opening their connection.",
         `The per-message-transaction variants run ${few} messages a round: each commit waits for an fsync (synchronous = FULL), as the kit's batch commit does once per batch.`
       ],
       headline

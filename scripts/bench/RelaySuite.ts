@@ -25,14 +25,15 @@ import { ApiStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
 import { type BenchOptions, runs } from "./BenchOptions.js"
 import { type BenchBroker, purgeQueues } from "./BenchBroker.js"
-import { say } from "./BenchLog.js"
 import { attempt, BenchFailure, orBenchFailure } from "./BenchFailure.js"
 import { envelopes, publishesOf } from "./BenchMessages.js"
-import { figure, type Figure, ratio, type Ratio, type SuiteResult } from "./Figures.js"
+import { compare, runRounds, type Variant } from "./Comparison.js"
+import type { SuiteResult } from "./Figures.js"
 import { declareKitTopology, type KitSettings, markerLogger, settingsLayer, settingsOf, startRole } from "./KitInProcess.js"
 import { openConfirmSession, publishEach, publishStreaming } from "./RawAmqp.js"
 import { openRascal, rascalPublish } from "./RascalClient.js"
 import { profiled } from "./CpuProfiler.js"
+import { mark, resultOf } from "./RoundClock.js"
 import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-relay"
@@ -40,7 +41,6 @@ const LeaseMarker = "relay holds the lease"
 /** A round that takes longer than this failed. */
 const RoundTimeout = Duration.minutes(5)
 
-const rate = (count: number, startedAt: number, endedAt: number) => count / (Math.max(1, endedAt - startedAt) / 1000)
 
 /** Writes the rows as the API would (`Outbox.enqueue`), 5,000 per transaction. */
 const preloadOutbox = (s: KitSettings, rows: ReadonlyArray<Envelope>) =>
@@ -61,7 +61,7 @@ const untilNothingPending = (file: string) =>
       const pending = db.prepare("SELECT 1 FROM outbox WHERE published_at IS NULL AND parked_at IS NULL LIMIT 1")
       return Effect.gen(function*() {
         while (pending.get() !== undefined) yield* Effect.sleep("5 millis")
-        return Date.now()
+        return mark()
       })
     },
     (db) => Effect.sync(() => db.close())
@@ -76,7 +76,7 @@ const kitRound = (broker: BenchBroker, rows: ReadonlyArray<Envelope>, profile: <
       const supervisor = yield* startRole(RelayRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
       const startedAt = yield* markers.at(LeaseMarker)
       const endedAt = yield* Effect.raceFirst(untilNothingPending(databaseFile(s.dataDir, "api")), supervisor.failed)
-      return rate(rows.length, startedAt, endedAt)
+      return resultOf(rows.length, startedAt, endedAt)
     }).pipe(profile)
   })).pipe(
     orBenchFailure("kit relay"),
@@ -97,7 +97,6 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
     const queues = [names.queue("catalog"), names.queue("audit")]
 
     let currentRound = 0
-    type Variant = { readonly name: string; readonly label: string; readonly note: string; readonly round: () => Effect.Effect<number, BenchFailure> }
     const every: ReadonlyArray<Variant> = [
       { name: "kit", label: "kit relay (RelayRole: OutboxSqlite + EventBusAmqp)", note: `${rows.length} rows, window ${window}`, round: () => kitRound(broker, rows, profiled(options.cpuProfileDir, `relay-kit-round${currentRound}`)) },
       {
@@ -107,9 +106,9 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
         round: () => attempt("raw streaming confirms", async () => {
           const session = await openConfirmSession(broker.amqpUrl)
           try {
-            const startedAt = Date.now()
+            const startedAt = mark()
             await publishStreaming(session, publishes, window)
-            return rate(publishes.length, startedAt, Date.now())
+            return resultOf(publishes.length, startedAt)
           } finally {
             await session.close()
           }
@@ -122,9 +121,9 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
         round: () => attempt("raw publish-and-wait", async () => {
           const session = await openConfirmSession(broker.amqpUrl)
           try {
-            const startedAt = Date.now()
+            const startedAt = mark()
             await publishEach(session, floorPublishes)
-            return rate(floorPublishes.length, startedAt, Date.now())
+            return resultOf(floorPublishes.length, startedAt)
           } finally {
             await session.close()
           }
@@ -144,9 +143,9 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
             prefetch: 50
           })
           try {
-            const startedAt = Date.now()
+            const startedAt = mark()
             await rascalPublish(rascal, rascalPublishes, window)
-            return rate(rascalPublishes.length, startedAt, Date.now())
+            return resultOf(rascalPublishes.length, startedAt)
           } finally {
             await rascal.shutdown()
           }
@@ -155,39 +154,22 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
     ]
     const variants = every.filter((v) => runs(options, v.name))
 
-    const results = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
-    for (let round = 1; round <= sizes.rounds; round++) {
+    const results = yield* runRounds("relay", sizes.rounds, variants, purgeQueues(broker, queues), (round) => {
       currentRound = round
-      for (const variant of variants) {
-        yield* purgeQueues(broker, queues)
-        const value = yield* variant.round()
-        results.get(variant.name)!.push(value)
-        yield* say(`relay round ${round}: ${variant.name} ${Math.round(value)} msgs/s`)
-      }
-    }
+    })
     yield* purgeQueues(broker, queues)
-
-    const figures = new Map<string, Figure>(variants.map((v) => [v.name, figure(v.label, "msgs/s", results.get(v.name)!, v.note)]))
-    const kit = figures.get("kit")
-    const ratios: Array<Ratio> = []
-    const headline: Array<readonly [string, number]> = []
-    const compare = (other: string, name: string, meaning: string, short: string) => {
-      const b = figures.get(other)
-      if (kit === undefined || b === undefined) return
-      const r = ratio(name, kit, b, meaning)
-      ratios.push(r)
-      headline.push([short, r.median])
-    }
-    compare("ceiling", "relay: kit / raw streaming confirms", "share of the ceiling the kit reaches", "relay kit/ceiling")
-    compare("floor", "relay: kit / raw publish-and-wait", "times faster than the floor", "relay kit/floor")
-    compare("rascal", "relay: kit / rascal", "above 1: the kit is faster", "relay kit/rascal")
+    const { figures, ratios, headline } = compare("relay", variants, results, [
+      { variant: "ceiling", name: "relay: kit / raw streaming confirms", meaning: "share of the ceiling the kit reaches", short: "relay kit/ceiling" },
+      { variant: "floor", name: "relay: kit / raw publish-and-wait", meaning: "times faster than the floor", short: "relay kit/floor" },
+      { variant: "rascal", name: "relay: kit / rascal", meaning: "above 1: the kit is faster", short: "relay kit/rascal" }
+    ])
     return {
       suite: "relay",
       ratios,
-      figures: [...figures.values()],
+      figures,
       notes: [
         `Each round drains ${rows.length} rows (the floor sends ${floorPublishes.length}, rascal ${rascalPublishes.length}: its pool keeps at most 5 publishes unconfirmed); handler queues are purged before every variant.`,
-        "The kit's clock starts at its `relay holds the lease` log line and stops when a read-only connection finds no pending row (polled every 5 ms); the baselines time their own publishing from an open channel to the last confirm."
+        "The kit's clock starts at its `relay holds the lease` log line and stops when a read-only connection finds no pending row (polled every 5 ms); the baselines time their own publishing from an open channel to the last confirm. CPU per message is this process's (the broker's is not counted) over the same window."
       ],
       headline
     } satisfies SuiteResult
