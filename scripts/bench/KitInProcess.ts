@@ -14,6 +14,7 @@ import { declarePlan, topologyPlanOf } from "../../src/adapters/amqp/Topology.js
 import { Settings, type SettingsShape } from "../../src/config.js"
 import { Supervisor } from "../../src/ports/Supervisor.js"
 import { ProcessServices } from "../../src/roles/ProcessServices.js"
+import { BenchFailure } from "./BenchFailure.js"
 import { kitLogger } from "./BenchLog.js"
 import type { Mark } from "./RoundClock.js"
 
@@ -54,8 +55,18 @@ export const markerLogger = (markers: ReadonlyArray<string>) => {
   })
   return {
     layer: Logger.replace(kitLogger, logger),
-    /** When `marker` was first logged (ms since the epoch, and the process's CPU usage then); waits for it. */
-    at: (marker: string) => Deferred.await(seen.get(marker)!)
+    /**
+     * When `marker` was first logged (ms since the epoch, and the process's CPU usage then);
+     * waits for it, a minute at most: a role that never logs it (the line was reworded)
+     * fails the round with a message that says so, rather than leaving it to time out.
+     */
+    at: (marker: string) =>
+      Deferred.await(seen.get(marker)!).pipe(
+        Effect.timeoutFail({
+          duration: "1 minute",
+          onTimeout: () => new BenchFailure({ what: "kit role", detail: `it never logged "${marker}", the line the bench starts its clock at` })
+        })
+      )
   }
 }
 
