@@ -84,7 +84,9 @@ describe("end to end on the real broker", () => {
       }
       // The relay marks a row published after its confirm; a receiver may apply the event first.
       yield* eventually(
-        Effect.sync(() => query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n),
+        Effect.sync(() =>
+          query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n
+        ),
         (n) => n === 0
       )
     }))
