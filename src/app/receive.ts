@@ -365,13 +365,11 @@ export const judgeAll =
         )
       }
       if (Exit.isSuccess(received)) {
+        const appliedLatency = Metric.tagged(Metrics.commitToAppliedSeconds, "handler", handler.name)
         for (const [k, [, { event }]] of receivable.entries()) {
           const verdict = received.value[k]
           if (verdict?._tag === "Ack" && verdict.disposition === "applied") {
-            yield* Metric.update(
-              Metric.tagged(Metrics.commitToAppliedSeconds, "handler", handler.name),
-              Math.max(0, committedAt - event.publishedAt.getTime()) / 1000
-            )
+            yield* Metric.update(appliedLatency, Math.max(0, committedAt - event.publishedAt.getTime()) / 1000)
           }
         }
       }

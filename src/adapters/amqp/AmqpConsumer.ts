@@ -94,6 +94,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   const names = namesOf(options.prefix)
   const queue = names.queue(options.handler)
   const exchange = names.handlerExchange(options.handler)
+  const deliveriesOf = Metric.tagged(Metrics.deliveries, "handler", options.handler)
   // Hand-backs per message id, across sessions; cleared when the message is settled for good.
   const handBacks = new Map<string, number>()
   let sessions = 0
@@ -318,6 +319,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
           // Every other delivery of the batch is settled, and earlier batches were settled
           // in full, so this acks exactly the batch's remaining deliveries.
           if (lastAck !== undefined) settle(lastAck, "ack-up-to")
+          const counts = new Map<string, number>()
           for (const [i, settlement] of settlements.entries()) {
             const verdict = verdicts[i]
             const disposition = settlement === "hand-back"
@@ -329,9 +331,11 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
               : verdict?._tag === "Ack"
               ? verdict.disposition
               : "handed-back"
-            yield* Metric.increment(
-              Metric.tagged(Metric.tagged(Metrics.deliveries, "handler", options.handler), "disposition", disposition)
-            )
+            counts.set(disposition, (counts.get(disposition) ?? 0) + 1)
+          }
+          // One update per disposition and batch, not per delivery.
+          for (const [disposition, n] of counts) {
+            yield* Metric.incrementBy(Metric.tagged(deliveriesOf, "disposition", disposition), n)
           }
         })
       )
