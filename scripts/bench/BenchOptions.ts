@@ -77,7 +77,7 @@ export const quickSizes: BenchSizes = {
   e2eLoads: [200, 500, 1000],
   e2eRoundMs: 600,
   e2eMaxOutstanding: 1_000,
-  apiRoundMs: 2_000,
+  apiRoundMs: 1_000,
   apiClients: 16,
   footprintRounds: 1,
   footprintEvents: 2_000,
