@@ -1,12 +1,14 @@
 import type { Options } from "amqplib"
 import { Clock, Deferred, Duration, Effect, FiberId, Metric, Option, ScopedRef } from "effect"
 import { Metrics } from "../../app/Metrics.js"
+import type { SettingsShape } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
+import type { HandlerName } from "../../domain/HandlerName.js"
 import { BrokerConnections, ConnectionState } from "../../ports/BrokerConnections.js"
 import { Confirmed, type PublishOutcome, Rejected, Unknown } from "../../ports/EventBus.js"
 import { AmqpClient, type AmqpConfirmChannel } from "./AmqpClient.js"
-import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
-import { declarePlan, type TopologyPlan } from "./Topology.js"
+import { type BrokerAccess, brokerAccessOf, BrokerUnavailable, closeQuietly, openConnection } from "./AmqpConnection.js"
+import { declarePlan, type TopologyPlan, topologyPlanOf } from "./Topology.js"
 
 /** One message to publish; `options.messageId` is required, it ties a basic.return to its publish. */
 export interface RawPublish {
@@ -350,4 +352,19 @@ export const makeAmqpPublisher = (options: {
       })
 
     return { publish, connect: Effect.ignore(current) } satisfies AmqpPublisher
+  })
+
+/**
+ * The publisher an operator command uses to send copies to one handler's exchange (a dead
+ * letter's replay, reconciliation's redelivery): its own connection,
+ * `<prefix>-operator-publisher`, declaring that handler's part of the topology. Needs
+ * `AmqpClient` and a scope.
+ */
+export const makeOperatorPublisher = (settings: SettingsShape, handler: HandlerName) =>
+  makeAmqpPublisher({
+    access: brokerAccessOf(settings),
+    connectionName: `${settings.prefix}-operator-publisher`,
+    role: "operator",
+    topology: topologyPlanOf(settings, handler),
+    confirmTimeout: settings.confirmTimeout
   })

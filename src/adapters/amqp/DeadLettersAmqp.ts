@@ -30,9 +30,9 @@ interface DeadLettersShape {
 }
 import { type AmqpChannel, AmqpClient } from "./AmqpClient.js"
 import { brokerAccessOf, closeQuietly, openConnection } from "./AmqpConnection.js"
-import { makeAmqpPublisher } from "./AmqpPublisher.js"
+import { makeOperatorPublisher } from "./AmqpPublisher.js"
 import { KitHeaders, replayCopy } from "./FailureHeaders.js"
-import { HandlerRoutes, namesOf, topologyPlanOf } from "./Topology.js"
+import { HandlerRoutes, namesOf } from "./Topology.js"
 
 /** How many dead letters a replay moves per round of confirms. */
 const ReplayChunk = 500
@@ -172,13 +172,7 @@ export const DeadLettersAmqp = Layer.effect(
       replay: (handler, selection, { dryRun }) =>
         Effect.scoped(
           Effect.gen(function*() {
-            const publisher = yield* makeAmqpPublisher({
-              access: brokerAccessOf(settings),
-              connectionName: `${settings.prefix}-operator-publisher`,
-              role: "operator",
-              topology: topologyPlanOf(settings, handler),
-              confirmTimeout: settings.confirmTimeout
-            })
+            const publisher = yield* makeOperatorPublisher(settings, handler)
             const exchange = names.handlerExchange(handler)
             return yield* withDeadQueue(handler, (channel, queue, depth) =>
               Effect.gen(function*() {

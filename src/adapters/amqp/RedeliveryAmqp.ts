@@ -2,10 +2,9 @@ import { Effect, Layer } from "effect"
 import { Settings } from "../../config.js"
 import { Redelivery } from "../../ports/Redelivery.js"
 import { AmqpClient } from "./AmqpClient.js"
-import { brokerAccessOf } from "./AmqpConnection.js"
-import { makeAmqpPublisher } from "./AmqpPublisher.js"
+import { makeOperatorPublisher } from "./AmqpPublisher.js"
 import { brokerUserOf, toPublish } from "./EventBusAmqp.js"
-import { HandlerRoutes, namesOf, topologyPlanOf } from "./Topology.js"
+import { HandlerRoutes, namesOf } from "./Topology.js"
 
 /**
  * `Redelivery` over RabbitMQ: each event is published as the relay first published it
@@ -24,13 +23,7 @@ export const RedeliveryAmqp = Layer.effect(
     return {
       send: (handler, envelopes) =>
         Effect.scoped(Effect.gen(function*() {
-          const publisher = yield* makeAmqpPublisher({
-            access: brokerAccessOf(settings),
-            connectionName: `${settings.prefix}-operator-publisher`,
-            role: "operator",
-            topology: topologyPlanOf(settings, handler),
-            confirmTimeout: settings.confirmTimeout
-          })
+          const publisher = yield* makeOperatorPublisher(settings, handler)
           const exchange = names.handlerExchange(handler)
           return yield* publisher.publish(
             envelopes.map((e) => ({ ...toPublish(exchange, e, user), routingKey: HandlerRoutes.redeliver }))
