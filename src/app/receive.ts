@@ -34,6 +34,15 @@ export interface Handler<R> {
 /** What became of a delivery: the effect applied, skipped as stale, or suppressed as a duplicate. */
 export type Disposition = ReceiptOutcome | "duplicate"
 
+/** What every log line written while a delivery is handled carries: the handler and the event's ids. */
+const deliveryAnnotations = (handler: HandlerName, event: KnownEvent, message: ReceivedMessage) => ({
+  handler,
+  messageId: message.messageId,
+  correlationId: message.correlationId,
+  materialId: event.materialId,
+  revision: event.revision
+})
+
 /**
  * One delivery for `handler`, exactly once per `(handler, messageId)`: looks up the inbox
  * receipt; if there is one, counts the duplicate and returns `duplicate` without running
@@ -51,13 +60,7 @@ const receiveOne = <R>(handler: Handler<R>, event: KnownEvent, message: Received
     const receivedAtMs = yield* Clock.currentTimeMillis
     yield* inbox.record({ handler: handler.name, messageId: message.messageId, outcome, receivedAtMs })
     return outcome as Disposition
-  }).pipe(Effect.annotateLogs({
-    handler: handler.name,
-    messageId: message.messageId,
-    correlationId: message.correlationId,
-    materialId: event.materialId,
-    revision: event.revision
-  }))
+  }).pipe(Effect.annotateLogs(deliveryAnnotations(handler.name, event, message)))
 
 /** A decoded delivery ready for its handler, with the `traceparent` it came with. */
 interface Receivable {
@@ -114,13 +117,7 @@ const receiveAll = <R>(handler: Handler<R>, items: ReadonlyArray<Receivable>) =>
           Cause.isInterruptedOnly(cause) ? Effect.interrupt : Effect.fail(new HandlerFailedInBatch({ index, cause }))
         ),
         applySpan(handler.name, item),
-        Effect.annotateLogs({
-          handler: handler.name,
-          messageId,
-          correlationId: item.message.correlationId,
-          materialId: item.event.materialId,
-          revision: item.event.revision
-        })
+        Effect.annotateLogs(deliveryAnnotations(handler.name, item.event, item.message))
       )
       receipts.push({ handler: handler.name, messageId, outcome, receivedAtMs })
       dispositions.push(outcome)
