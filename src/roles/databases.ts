@@ -4,8 +4,15 @@ import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
 import { CoalescingTransaction } from "../adapters/sqlite/CoalescingTransaction.js"
 import {
+  ApiDb,
+  ApiDbReader,
+  AuditDb,
+  AuditDbReader,
+  CatalogDb,
+  CatalogDbReader,
   databaseFile,
   databaseLayer,
+  type DatabaseTag,
   persistence,
   readerLayer,
   type ServiceDatabase,
@@ -22,53 +29,47 @@ import { HandlerInboxes } from "../ports/HandlerInboxes.js"
 import { Inbox } from "../ports/Inbox.js"
 import { Outbox, type OutboxShape } from "../ports/Outbox.js"
 
-const database = (service: ServiceDatabase) =>
+const writer = <Self, S extends ServiceDatabase>(database: DatabaseTag<Self, S>, service: NoInfer<S>) =>
   Layer.unwrapEffect(
-    Effect.map(Settings, (s) => databaseLayer(databaseFile(s.dataDir, service), service, s.storeBusyTimeout))
+    Effect.map(Settings, (s) => databaseLayer(database, service, databaseFile(s.dataDir, service), s.storeBusyTimeout))
   )
 
-const transaction = Layer.unwrapEffect(Effect.map(Settings, (s) => TransactionSqlite(s.storeBusyTimeout)))
+const transaction = <Self, S extends ServiceDatabase>(database: DatabaseTag<Self, S>) =>
+  Layer.unwrapEffect(Effect.map(Settings, (s) => TransactionSqlite(database, s.storeBusyTimeout)))
 
 // Each is one value, so that roles of one process that use the same database share one
 // connection (Layers are memoized by reference). Two better-sqlite3 connections writing
 // one file in one process would block each other: a busy wait is synchronous.
-// The adapters are `Layer.fresh` for the same reason turned around: `InboxSqlite` is one
-// value used over two databases, and memoized it would serve both from the first.
-const ApiDatabase = database("api")
-const CatalogDatabase = database("catalog")
-const AuditDatabase = database("audit")
+const ApiDatabase = writer(ApiDb, "api")
+const CatalogDatabase = writer(CatalogDb, "catalog")
+const AuditDatabase = writer(AuditDb, "audit")
 
 /** The API owner's stores over `api.db`: materials, requests, outbox, and its Transaction (group commit, see `CoalescingTransaction`). */
 export const ApiStores = Layer.mergeAll(
   // Requests that arrive together commit together: one fsync for many 202s.
-  Layer.fresh(CoalescingTransaction.pipe(Layer.provide(transaction))),
-  Layer.fresh(OutboxSqlite),
-  Layer.fresh(MaterialStoreSqlite),
-  Layer.fresh(PublicationRequestsSqlite)
+  CoalescingTransaction.pipe(Layer.provide(transaction(ApiDb))),
+  OutboxSqlite(ApiDb),
+  MaterialStoreSqlite(ApiDb),
+  PublicationRequestsSqlite(ApiDb)
 ).pipe(
   Layer.provide(ApiDatabase)
 )
 
 /** The catalog's stores over `catalog.db`: entries, inbox, Transaction. */
 export const CatalogStores = Layer.mergeAll(
-  Layer.fresh(transaction),
-  Layer.fresh(InboxSqlite),
-  Layer.fresh(CatalogStoreSqlite)
-).pipe(
-  Layer.provide(CatalogDatabase)
+  transaction(CatalogDb),
+  InboxSqlite(CatalogDb),
+  CatalogStoreSqlite(CatalogDb)
 )
+  .pipe(Layer.provide(CatalogDatabase))
 
 /** The audit receiver's stores over `audit.db`: records, inbox, Transaction. */
-export const AuditStores = Layer.mergeAll(
-  Layer.fresh(transaction),
-  Layer.fresh(InboxSqlite),
-  Layer.fresh(AuditLogSqlite)
-).pipe(
+export const AuditStores = Layer.mergeAll(transaction(AuditDb), InboxSqlite(AuditDb), AuditLogSqlite(AuditDb)).pipe(
   Layer.provide(AuditDatabase)
 )
 
-const reader = (service: ServiceDatabase) =>
-  Layer.unwrapEffect(Effect.map(Settings, (s) => readerLayer(databaseFile(s.dataDir, service))))
+const reader = <Self, S extends ServiceDatabase>(database: DatabaseTag<Self, S>, service: NoInfer<S>) =>
+  Layer.unwrapEffect(Effect.map(Settings, (s) => readerLayer(database, service, databaseFile(s.dataDir, service))))
 
 /**
  * `HandlerInboxes` over the receivers' databases in `DOSTAVKA_DATA_DIR`: each opened
@@ -88,9 +89,10 @@ export const HandlerInboxesSqlite = Layer.effect(
             cause: new Error(`${file} does not exist`)
           })
         }
-        const built = yield* Layer.build(InboxSqlite.pipe(Layer.provide(readerLayer(file)))).pipe(
-          persistence("inbox.open")
-        )
+        const inbox = handler === "catalog"
+          ? InboxSqlite(CatalogDbReader).pipe(Layer.provide(readerLayer(CatalogDbReader, "catalog", file)))
+          : InboxSqlite(AuditDbReader).pipe(Layer.provide(readerLayer(AuditDbReader, "audit", file)))
+        const built = yield* Layer.build(inbox).pipe(persistence("inbox.open"))
         return Context.get(built, Inbox)
       })
   }))
@@ -101,7 +103,7 @@ export const HandlerInboxesSqlite = Layer.effect(
  * report): outbox stats from `api.db`, inbox and entries from `catalog.db`, inbox and
  * records from `audit.db`. Each is its own connection, opened read-only.
  */
-export const ApiReader = Layer.fresh(OutboxSqlite).pipe(Layer.provide(reader("api")))
+export const ApiReader = OutboxSqlite(ApiDbReader).pipe(Layer.provide(reader(ApiDbReader, "api")))
 /**
  * An `Outbox` for a machine without `api.db` (a receiver's): every operation fails with
  * `PersistenceError` (`unavailable`) naming the file, so the status view shows the outbox
@@ -133,11 +135,11 @@ export const ApiReaderIfPresent = Layer.unwrapEffect(Effect.map(Settings, (s) =>
   return existsSync(file) ? ApiReader : Layer.succeed(Outbox, absentOutbox(file))
 }))
 
-export const CatalogReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(CatalogStoreSqlite)).pipe(
-  Layer.provide(reader("catalog"))
+export const CatalogReader = Layer.mergeAll(InboxSqlite(CatalogDbReader), CatalogStoreSqlite(CatalogDbReader)).pipe(
+  Layer.provide(reader(CatalogDbReader, "catalog"))
 )
-export const AuditReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(AuditLogSqlite)).pipe(
-  Layer.provide(reader("audit"))
+export const AuditReader = Layer.mergeAll(InboxSqlite(AuditDbReader), AuditLogSqlite(AuditDbReader)).pipe(
+  Layer.provide(reader(AuditDbReader, "audit"))
 )
 
 /**
@@ -146,10 +148,10 @@ export const AuditReader = Layer.mergeAll(Layer.fresh(InboxSqlite), Layer.fresh(
  * it) never holds up a GET. Built after `ApiStores`, which creates and migrates the file.
  */
 export const ApiQueryStores = Layer.mergeAll(
-  Layer.fresh(OutboxSqlite),
-  Layer.fresh(MaterialStoreSqlite),
-  Layer.fresh(PublicationRequestsSqlite)
+  OutboxSqlite(ApiDbReader),
+  MaterialStoreSqlite(ApiDbReader),
+  PublicationRequestsSqlite(ApiDbReader)
 ).pipe(
-  Layer.provide(reader("api")),
+  Layer.provide(reader(ApiDbReader, "api")),
   Layer.provide(Layer.discard(ApiDatabase))
 )

@@ -1,10 +1,13 @@
-import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { rmSync } from "node:fs"
 import {
+  ApiDb,
+  AuditDb,
+  CatalogDb,
   databaseFile,
   databaseLayer,
+  type DatabaseTag,
   NativeBusyTimeoutMs,
   type ServiceDatabase,
   TransactionSqlite
@@ -12,16 +15,25 @@ import {
 import { Transaction } from "../../src/ports/Transaction.js"
 import { tempDataDir } from "../support/broker.js"
 
+/** A writing connection to `<service>.db` in a temporary data dir of its own. */
+const databaseLayerIn = <Self, S extends ServiceDatabase>(service: S, database: DatabaseTag<Self, S>) =>
+  Layer.unwrapScoped(Effect.map(tempDataDir, (dir) => databaseLayer(database, service, databaseFile(dir, service))))
+
 describe("the SQLite files", () => {
+  // Each opened for the test's scope.
+  const writers = {
+    api: Effect.map(Layer.build(databaseLayerIn("api", ApiDb)), (c) => Context.get(c, ApiDb).sql),
+    catalog: Effect.map(Layer.build(databaseLayerIn("catalog", CatalogDb)), (c) => Context.get(c, CatalogDb).sql),
+    audit: Effect.map(Layer.build(databaseLayerIn("audit", AuditDb)), (c) => Context.get(c, AuditDb).sql)
+  }
+
   it.scoped.each(["api", "catalog", "audit"] as const)(
     "every writing connection to %s.db commits with synchronous = FULL in WAL mode",
     (service: ServiceDatabase) =>
       Effect.gen(function*() {
-        const dir = yield* tempDataDir
-        const context = yield* Layer.build(databaseLayer(databaseFile(dir, service), service))
-        const sql = SqlClient.SqlClient.pipe(Effect.provide(context))
+        const sql = yield* writers[service]
         const pragma = (name: string) =>
-          Effect.flatMap(sql, (s) => s.unsafe<Record<string, unknown>>(`PRAGMA ${name}`)).pipe(
+          sql.unsafe<Record<string, unknown>>(`PRAGMA ${name}`).pipe(
             Effect.map((rows) => Object.values(rows[0]!)[0])
           )
         // 2 is FULL (SQLite, "PRAGMA synchronous"); NORMAL (1) may lose the last commits on power loss.
@@ -38,10 +50,10 @@ describe("the SQLite files", () => {
         const dir = yield* tempDataDir
         const file = databaseFile(dir, "api")
         const context = yield* Layer.build(
-          TransactionSqlite("1 second").pipe(Layer.provideMerge(databaseLayer(file, "api")))
+          TransactionSqlite(ApiDb, "1 second").pipe(Layer.provideMerge(databaseLayer(ApiDb, "api", file)))
         )
         const transaction = Context.get(context, Transaction)
-        const sql = Context.get(context, SqlClient.SqlClient)
+        const sql = Context.get(context, ApiDb).sql
         yield* transaction.run(sql`INSERT INTO relay_lease VALUES ('a', 'x', 1)`)
         rmSync(`${file}${suffix}`)
         const error = yield* Effect.flip(transaction.run(sql`INSERT INTO relay_lease VALUES ('b', 'x', 1)`))

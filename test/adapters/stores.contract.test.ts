@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { AuditLogSqlite } from "../../src/adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../../src/adapters/sqlite/CatalogStoreSqlite.js"
-import { databaseLayer, TransactionSqlite } from "../../src/adapters/sqlite/Database.js"
+import { ApiDb, AuditDb, CatalogDb, databaseLayer, TransactionSqlite } from "../../src/adapters/sqlite/Database.js"
 import { InboxSqlite } from "../../src/adapters/sqlite/InboxSqlite.js"
 import { MaterialStoreSqlite } from "../../src/adapters/sqlite/MaterialStoreSqlite.js"
 import { OutboxSqlite } from "../../src/adapters/sqlite/OutboxSqlite.js"
@@ -26,17 +26,26 @@ const sqliteApi = Layer.unwrapScoped(
   Effect.map(
     tempDataDir,
     (dir) =>
-      Layer.mergeAll(TransactionSqlite("5 seconds"), OutboxSqlite, MaterialStoreSqlite, PublicationRequestsSqlite).pipe(
-        Layer.provide(databaseLayer(`${dir}/api.db`, "api"))
+      Layer.mergeAll(
+        TransactionSqlite(ApiDb, "5 seconds"),
+        OutboxSqlite(ApiDb),
+        MaterialStoreSqlite(ApiDb),
+        PublicationRequestsSqlite(ApiDb)
+      ).pipe(
+        Layer.provide(databaseLayer(ApiDb, "api", `${dir}/api.db`))
       )
   )
 )
 const sqliteReceiver = Layer.unwrapScoped(
-  Effect.map(tempDataDir, (dir) =>
-    Layer.mergeAll(TransactionSqlite("5 seconds"), InboxSqlite, CatalogStoreSqlite).pipe(
-      Layer.provideMerge(databaseLayer(`${dir}/catalog.db`, "catalog")),
-      Layer.merge(AuditLogSqlite.pipe(Layer.provide(databaseLayer(`${dir}/audit.db`, "audit"))))
-    ))
+  Effect.map(
+    tempDataDir,
+    (dir) =>
+      Layer.mergeAll(TransactionSqlite(CatalogDb, "5 seconds"), InboxSqlite(CatalogDb), CatalogStoreSqlite(CatalogDb))
+        .pipe(
+          Layer.provide(databaseLayer(CatalogDb, "catalog", `${dir}/catalog.db`)),
+          Layer.merge(AuditLogSqlite(AuditDb).pipe(Layer.provide(databaseLayer(AuditDb, "audit", `${dir}/audit.db`))))
+        )
+  )
 )
 
 const adapters: ReadonlyArray<readonly [string, Layer.Layer<ApiPorts>, Layer.Layer<ReceiverPorts>]> = [

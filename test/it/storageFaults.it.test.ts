@@ -6,7 +6,7 @@ import { copyFileSync, renameSync, rmSync } from "node:fs"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { IdsRandom } from "../../src/adapters/ids/IdsRandom.js"
-import { databaseFile, databaseLayer, migrationsOf } from "../../src/adapters/sqlite/Database.js"
+import { CatalogDb, databaseFile, databaseLayer, migrationsOf } from "../../src/adapters/sqlite/Database.js"
 import { publishMaterial } from "../../src/app/publishMaterial.js"
 import { OutboxSignal } from "../../src/ports/OutboxSignal.js"
 import { ApiRole } from "../../src/roles/api.js"
@@ -111,7 +111,7 @@ describe("the stores under faults from outside", () => {
       // as a second role starting on a fresh data dir does while it migrates.
       const other = yield* lockInAnotherProcess(file, 1_500)
       const startedAt = Date.now()
-      yield* Effect.scoped(Layer.build(databaseLayer(file, "catalog", "10 seconds")))
+      yield* Effect.scoped(Layer.build(databaseLayer(CatalogDb, "catalog", file, "10 seconds")))
       expect(Date.now() - startedAt).toBeGreaterThan(1_000)
       expect(yield* other).toBe(0)
       // Every migration applied, each exactly once.

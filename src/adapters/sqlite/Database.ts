@@ -14,6 +14,47 @@ import { Transaction } from "../../ports/Transaction.js"
 /** The three service databases: one SQLite file each, never shared between services. */
 export type ServiceDatabase = "api" | "catalog" | "audit"
 
+/**
+ * One connection to one service's database, as the adapters over it see it: the SQL
+ * client, and the file it opened (`SqliteFile`: a read-only connection's `verify` always
+ * succeeds, as it commits nothing). `service` names the database in the type, so that an
+ * adapter that needs the API owner's tables (`OutboxSqlite`) cannot be built over a
+ * receiver's database: that mistake does not compile.
+ */
+export interface DatabaseConnection<S extends ServiceDatabase> {
+  readonly service: S
+  readonly sql: SqlClient.SqlClient
+  readonly file: SqliteFile
+}
+
+/**
+ * Every connection a process may open has a tag of its own: the writing connection of
+ * each service database (`ApiDb`, `CatalogDb`, `AuditDb`) and the read-only one beside
+ * it (`ApiDbReader`, ...). An adapter is built over a tag (`InboxSqlite(CatalogDb)`), so
+ * two adapters over two databases are two Layers with two requirements: Layer memoisation
+ * can never hand one database's adapter to a user of another.
+ */
+export class ApiDb extends Context.Tag("dostavka/ApiDb")<ApiDb, DatabaseConnection<"api">>() {}
+/** The read-only connection to `api.db` (see `ApiDb`). */
+export class ApiDbReader extends Context.Tag("dostavka/ApiDbReader")<ApiDbReader, DatabaseConnection<"api">>() {}
+/** The writing connection to `catalog.db` (see `ApiDb`). */
+export class CatalogDb extends Context.Tag("dostavka/CatalogDb")<CatalogDb, DatabaseConnection<"catalog">>() {}
+/** The read-only connection to `catalog.db` (see `ApiDb`). */
+export class CatalogDbReader
+  extends Context.Tag("dostavka/CatalogDbReader")<CatalogDbReader, DatabaseConnection<"catalog">>()
+{
+  static readonly service = "catalog"
+}
+/** The writing connection to `audit.db` (see `ApiDb`). */
+export class AuditDb extends Context.Tag("dostavka/AuditDb")<AuditDb, DatabaseConnection<"audit">>() {}
+/** The read-only connection to `audit.db` (see `ApiDb`). */
+export class AuditDbReader
+  extends Context.Tag("dostavka/AuditDbReader")<AuditDbReader, DatabaseConnection<"audit">>()
+{}
+
+/** A tag of a connection to the database of `S`, e.g. `DatabaseTag<Self, "catalog" | "audit">` for an inbox. */
+export type DatabaseTag<Self, S extends ServiceDatabase> = Context.Tag<Self, DatabaseConnection<S>>
+
 /** The SQLite result code of `cause` or of an error it wraps, e.g. `SQLITE_BUSY`; `undefined` if none. */
 export const sqliteCode = (cause: unknown): string | undefined => {
   let current: unknown = cause
@@ -221,10 +262,10 @@ export class DatabaseFileLost
  * yet checkpointed with it at the next start; the check, made before each commit, turns
  * either into `DatabaseFileLost`.
  */
-export class SqliteFile extends Context.Tag("dostavka/SqliteFile")<SqliteFile, {
+export interface SqliteFile {
   readonly filename: string
   readonly verify: Effect.Effect<void, DatabaseFileLost>
-}>() {}
+}
 
 const identityOf = (path: string): string | undefined => {
   try {
@@ -235,28 +276,25 @@ const identityOf = (path: string): string | undefined => {
   }
 }
 
-const sqliteFileLayer = (filename: string) =>
-  Layer.effect(
-    SqliteFile,
-    Effect.sync(() => {
-      const paths = [filename, `${filename}-wal`, `${filename}-shm`]
-      const opened = paths.map(identityOf)
-      return {
-        filename,
-        verify: Effect.suspend(() => {
-          for (const [i, path] of paths.entries()) {
-            if (opened[i] === undefined) continue
-            const now = identityOf(path)
-            if (now === undefined) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was removed` }))
-            if (now !== opened[i]) {
-              return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was replaced by another file` }))
-            }
+const openedFile = (filename: string): Effect.Effect<SqliteFile> =>
+  Effect.sync(() => {
+    const paths = [filename, `${filename}-wal`, `${filename}-shm`]
+    const opened = paths.map(identityOf)
+    return {
+      filename,
+      verify: Effect.suspend(() => {
+        for (const [i, path] of paths.entries()) {
+          if (opened[i] === undefined) continue
+          const now = identityOf(path)
+          if (now === undefined) return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was removed` }))
+          if (now !== opened[i]) {
+            return Effect.fail(new DatabaseFileLost({ filename, detail: `${path} was replaced by another file` }))
           }
-          return Effect.void
-        })
-      }
-    })
-  )
+        }
+        return Effect.void
+      })
+    }
+  })
 
 /** The schema is behind: another process is migrating it right now (Migrator gives way instead of waiting). */
 class MigrationsPending extends Data.TaggedError("MigrationsPending")<{ readonly code: "SQLITE_BUSY" }> {}
@@ -291,14 +329,16 @@ const prepareFile = (filename: string, busyBudget: Duration.DurationInput) =>
  * the process (SQLite, "PRAGMA synchronous": in WAL mode NORMAL may roll back the last
  * transactions after a power loss). SQLite's own busy timeout is `NativeBusyTimeoutMs`
  * (0): a lock held by another process opening or migrating the same file at the same
- * time is waited out by `busyRetry(busyBudget)`. Provides `SqlClient`, `SqliteClient`
- * and `SqliteFile`, and registers the readiness check `database:<service>` (the file is
- * still the one opened, and answers `SELECT 1`); fails with `SqlError` or `MigrationError` when the file cannot be
- * opened or migrated for another reason, or the lock outlasts the budget.
+ * time is waited out by `busyRetry(busyBudget)`. Provides the connection as `database`
+ * (a writer's tag: `ApiDb`, `CatalogDb` or `AuditDb`), and registers the readiness check
+ * `database:<service>` (the file is still the one opened, and answers `SELECT 1`); fails
+ * with `SqlError` or `MigrationError` when the file cannot be opened or migrated for
+ * another reason, or the lock outlasts the budget.
  */
-export const databaseLayer = (
+export const databaseLayer = <Self, S extends ServiceDatabase>(
+  database: DatabaseTag<Self, S>,
+  service: NoInfer<S>,
   filename: string,
-  service: ServiceDatabase,
   busyBudget: Duration.DurationInput = "5 seconds"
 ) => {
   const client = Layer.unwrapEffect(Effect.as(prepareFile(filename, busyBudget), SqliteClient.layer({ filename })))
@@ -319,29 +359,44 @@ export const databaseLayer = (
     )
   )
   const opened = Layer.retry(client, busyRetry(busyBudget).pipe(Schedule.whileInput(isBusy)))
-  const check = Layer.effectDiscard(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const file = yield* SqliteFile
-    yield* registerCheck(
-      `database:${service}`,
-      Effect.zipRight(file.verify, sql`SELECT 1`).pipe(
-        Effect.mapError((error) => `${filename}: ${describeCause(error)}`)
+  // The file's identity is taken once it is open and migrated, so its -wal and -shm exist.
+  const connection = Layer.effect(
+    database,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const file = yield* openedFile(filename)
+      yield* registerCheck(
+        `database:${service}`,
+        Effect.zipRight(file.verify, sql`SELECT 1`).pipe(
+          Effect.mapError((error) => `${filename}: ${describeCause(error)}`)
+        )
       )
-    )
-  }))
-  return Layer.provideMerge(check, Layer.provideMerge(sqliteFileLayer(filename), Layer.provideMerge(migrate, opened)))
+      return { service, sql, file }
+    })
+  )
+  return Layer.provide(connection, Layer.provideMerge(migrate, opened))
 }
 
 /**
  * A read-only connection to a service's database, for observers (the API's GETs, the
  * main job's report, an operator view): it never takes the write lock, so a writer that
  * holds it, in this process or another, never holds up a read. It runs no migrations;
- * the file must exist. Provides `SqlClient`; a write through it fails with `SqlError`.
+ * the file must exist. Provides the connection as `database` (a reader's tag: `ApiDbReader`,
+ * `CatalogDbReader` or `AuditDbReader`); a write through it fails with `SqlError`.
  */
-export const readerLayer = (filename: string) => SqliteClient.layer({ filename, readonly: true, disableWAL: true })
+export const readerLayer = <Self, S extends ServiceDatabase>(
+  database: DatabaseTag<Self, S>,
+  service: NoInfer<S>,
+  filename: string
+) =>
+  Layer.effect(
+    database,
+    Effect.map(SqlClient.SqlClient, (sql) => ({ service, sql, file: { filename, verify: Effect.void } }))
+  ).pipe(Layer.provide(SqliteClient.layer({ filename, readonly: true, disableWAL: true })))
 
 /**
- * The `Transaction` port over one SQLite database (`sql.withTransaction`).
+ * The `Transaction` port over one SQLite database (`sql.withTransaction` on `database`'s
+ * connection).
  *
  * SQLite's deferred `BEGIN` takes a read snapshot first; if another process (a relay
  * beside the API) commits before our first write, that write fails at once with
@@ -351,16 +406,18 @@ export const readerLayer = (filename: string) => SqliteClient.layer({ filename, 
  * `busyRetry(settings.storeBusyTimeout)` without blocking the event loop, and fails with
  * `PersistenceError` (`unavailable`) past it, or at once when the process is stopping
  * (`Supervisor.beginStop`). Before committing, it checks that the file
- * is still the one it opened (`SqliteFile`), else fails with `PersistenceError` (`lost`)
+ * is still the one it opened (`DatabaseConnection.file`), else fails with `PersistenceError` (`lost`)
  * and commits nothing. A nested `run` is a savepoint: when it fails, only its own writes
  * are undone.
  */
-export const TransactionSqlite = (busyBudget: Duration.DurationInput) =>
+export const TransactionSqlite = <Self, S extends ServiceDatabase>(
+  database: DatabaseTag<Self, S>,
+  busyBudget: Duration.DurationInput
+) =>
   Layer.effect(
     Transaction,
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const file = yield* SqliteFile
+      const { file, sql } = yield* database
       const supervisor = yield* Effect.serviceOption(Supervisor)
       // Once the process is stopping, a transaction stops waiting for the lock: its caller answers now.
       const schedule = busyRetry(busyBudget).pipe(

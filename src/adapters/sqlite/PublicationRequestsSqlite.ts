@@ -1,7 +1,6 @@
-import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
 import { type PublicationRequest, PublicationRequests } from "../../ports/PublicationRequests.js"
-import { persistence } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 
 interface RequestRow {
   readonly idempotency_key: string
@@ -23,34 +22,36 @@ const toRequest = (row: RequestRow): PublicationRequest => ({
   acceptedAtMs: row.accepted_at
 })
 
-/** The `PublicationRequests` port over the API owner's SQLite database (table `publication_requests`). */
-export const PublicationRequestsSqlite = Layer.effect(
-  PublicationRequests,
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    return {
-      byKey: (key) =>
-        sql<RequestRow>`SELECT * FROM publication_requests WHERE idempotency_key = ${key}`.pipe(
-          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
-          persistence("requests.byKey")
-        ),
-      byId: (requestId) =>
-        sql<RequestRow>`SELECT * FROM publication_requests WHERE request_id = ${requestId}`.pipe(
-          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
-          persistence("requests.byId")
-        ),
-      insert: (r) =>
-        sql`INSERT INTO publication_requests ${
-          sql.insert({
-            idempotency_key: r.idempotencyKey,
-            request_hash: r.requestHash,
-            request_id: r.requestId,
-            event_id: r.eventId,
-            material_id: r.materialId,
-            revision: r.revision,
-            accepted_at: r.acceptedAtMs
-          })
-        }`.pipe(Effect.asVoid, persistence("requests.insert"))
-    }
-  })
-)
+/** The `PublicationRequests` port over a connection to the API owner's database (`ApiDb`, `ApiDbReader`; table
+ * `publication_requests`). */
+export const PublicationRequestsSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
+  Layer.effect(
+    PublicationRequests,
+    Effect.gen(function*() {
+      const { sql } = yield* database
+      return {
+        byKey: (key) =>
+          sql<RequestRow>`SELECT * FROM publication_requests WHERE idempotency_key = ${key}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
+            persistence("requests.byKey")
+          ),
+        byId: (requestId) =>
+          sql<RequestRow>`SELECT * FROM publication_requests WHERE request_id = ${requestId}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
+            persistence("requests.byId")
+          ),
+        insert: (r) =>
+          sql`INSERT INTO publication_requests ${
+            sql.insert({
+              idempotency_key: r.idempotencyKey,
+              request_hash: r.requestHash,
+              request_id: r.requestId,
+              event_id: r.eventId,
+              material_id: r.materialId,
+              revision: r.revision,
+              accepted_at: r.acceptedAtMs
+            })
+          }`.pipe(Effect.asVoid, persistence("requests.insert"))
+      }
+    })
+  )
