@@ -17,8 +17,12 @@ export default tseslint.config(
   {
     languageOptions: { globals: { process: "readonly", console: "readonly" } },
     rules: {
-      // Effect's tagged enums and classes declare a case without fields as `{}`.
-      "@typescript-eslint/no-empty-object-type": ["error", { allowObjectTypes: "always" }],
+      // Effect's tagged enums and classes declare a case without fields as `{}`, and a
+      // record's type is named as `interface X extends Schema.Schema.Type<typeof X> {}`.
+      "@typescript-eslint/no-empty-object-type": ["error", {
+        allowObjectTypes: "always",
+        allowInterfaces: "with-single-extends"
+      }],
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@effect/dprint": ["error", {
         config: {

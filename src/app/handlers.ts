@@ -1,5 +1,5 @@
 import { Clock, Effect, Option } from "effect"
-import { isNewer, type Revision } from "../domain/Material.js"
+import { isNewer } from "../domain/Material.js"
 import { AuditLog } from "../ports/AuditLog.js"
 import { CatalogStore } from "../ports/CatalogStore.js"
 import type { Handler } from "./receive.js"
@@ -15,7 +15,7 @@ export const catalogHandler: Handler<CatalogStore> = {
     Effect.gen(function*() {
       const catalog = yield* CatalogStore
       const held = Option.getOrUndefined(yield* catalog.get(event.materialId))
-      if (!isNewer(event.revision, held?.revision as Revision | undefined)) return "stale" as const
+      if (!isNewer(event.revision, held?.revision)) return "stale" as const
       yield* catalog.put({
         materialId: event.materialId,
         revision: event.revision,

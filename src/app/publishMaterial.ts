@@ -2,8 +2,8 @@ import { Clock, Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import { envelopeOf } from "../domain/Envelope.js"
 import { IdempotencyKeyReused, StaleRevision } from "../domain/errors.js"
-import { isNewer, type Revision } from "../domain/Material.js"
-import { MaterialPublishedV1 } from "../domain/MaterialPublished.js"
+import { isNewer } from "../domain/Material.js"
+import { EventId, MaterialPublishedV1 } from "../domain/MaterialPublished.js"
 import type { IdempotencyKey, PublishMaterial } from "../domain/PublishMaterial.js"
 import { Ids } from "../ports/Ids.js"
 import { MaterialStore } from "../ports/MaterialStore.js"
@@ -69,7 +69,7 @@ export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
       return { replayed: true, request: earlier.value }
     }
     const latest = yield* materials.latest(command.materialId)
-    const held = Option.getOrUndefined(latest)?.revision as Revision | undefined
+    const held = Option.getOrUndefined(latest)?.revision
     if (!isNewer(command.revision, held)) {
       return yield* new StaleRevision({
         materialId: command.materialId,
@@ -82,7 +82,7 @@ export const publishMaterial = Effect.fn("Api.publishMaterial")(function*(
       idempotencyKey,
       requestHash: hash,
       requestId: yield* ids.uuid,
-      eventId: yield* ids.uuid,
+      eventId: EventId.make(yield* ids.uuid),
       materialId: command.materialId,
       revision: command.revision,
       acceptedAtMs: now

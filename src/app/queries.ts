@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Option } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
+import type { MaterialId } from "../domain/Material.js"
 import type { MaterialRevision } from "../ports/MaterialStore.js"
 import { MaterialStore } from "../ports/MaterialStore.js"
 import { type Outbox } from "../ports/Outbox.js"
@@ -8,7 +9,7 @@ import { PublicationRequests } from "../ports/PublicationRequests.js"
 import { type PublicationStatus, publicationStatus } from "./publishMaterial.js"
 
 /** The latest revision of a material and whether its event has been published; `None` if unknown. */
-export const findMaterial = (materialId: string) =>
+export const findMaterial = (materialId: MaterialId) =>
   Effect.gen(function*() {
     const latest = yield* Effect.flatMap(MaterialStore, (store) => store.latest(materialId))
     if (Option.isNone(latest)) return Option.none()
@@ -33,7 +34,7 @@ export const findPublication = (requestId: string) =>
  */
 export class PublicationQueries extends Context.Tag("dostavka/PublicationQueries")<PublicationQueries, {
   readonly findMaterial: (
-    materialId: string
+    materialId: MaterialId
   ) => Effect.Effect<
     Option.Option<Omit<MaterialRevision, "body"> & { readonly status: PublicationStatus }>,
     PersistenceError

@@ -1,4 +1,4 @@
-import { Either, ParseResult } from "effect"
+import { Either, ParseResult, Schema } from "effect"
 import { UndecodableMessage } from "./errors.js"
 import { parseJsonBytes, truncate } from "./JsonInput.js"
 import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublishedV1 } from "./MaterialPublished.js"
@@ -14,27 +14,29 @@ import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublished
  * seconds), `app_id` ← appId, header `x-schema-version` ← schemaVersion,
  * `delivery_mode` 2 (persistent) always.
  */
-export interface Envelope {
+export const Envelope = Schema.Struct({
   /** The event id; stable across re-publishes, the key of every inbox. */
-  readonly messageId: string
+  messageId: Schema.String,
   /** The id of the API request that caused the event. */
-  readonly correlationId: string
+  correlationId: Schema.String,
   /** The message type, e.g. `material.published.v1`; also the routing key. */
-  readonly type: string
-  readonly schemaVersion: number
-  readonly contentType: string
+  type: Schema.String,
+  schemaVersion: Schema.Number,
+  contentType: Schema.String,
   /** When the event was created, ms since the epoch. */
-  readonly timestampMs: number
+  timestampMs: Schema.Number,
   /** Which program produced the message, e.g. `dostavka-api`. */
-  readonly appId: string
+  appId: Schema.String,
   /** The JSON body, UTF-8. */
-  readonly body: string
+  body: Schema.String,
   /**
    * The W3C `traceparent` of the span that caused it (W3C Trace Context), when the
-   * producing process traces; carried in the message's `traceparent` header.
+   * producing process traces; carried in the message's `traceparent` header. Stored as
+   * `null` when absent.
    */
-  readonly traceparent?: string | undefined
-}
+  traceparent: Schema.optionalWith(Schema.String, { nullable: true })
+})
+export interface Envelope extends Schema.Schema.Type<typeof Envelope> {}
 
 export const JsonContentType = "application/json"
 export const SchemaVersionHeader = "x-schema-version"

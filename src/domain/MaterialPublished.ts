@@ -2,12 +2,19 @@ import { Schema } from "effect"
 import { MaterialId, Revision, Summary, Title } from "./Material.js"
 
 /**
+ * An event's id: a UUID, given by the API owner when it accepts a request; the message id
+ * of the event on the bus and the key of every inbox.
+ */
+export const EventId = Schema.UUID.pipe(Schema.brand("EventId"))
+export type EventId = typeof EventId.Type
+
+/**
  * The fact: "material M was published at revision N". Immutable, past tense, versioned.
  * It carries no body: receivers that need it ask the API owner. On the wire it is the
  * JSON message body, snake_case keys, `published_at` an ISO 8601 UTC instant.
  */
 export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("MaterialPublishedV1")({
-  eventId: Schema.propertySignature(Schema.UUID).pipe(Schema.fromKey("event_id")),
+  eventId: Schema.propertySignature(EventId).pipe(Schema.fromKey("event_id")),
   materialId: Schema.propertySignature(MaterialId).pipe(Schema.fromKey("material_id")),
   revision: Revision,
   title: Title,

@@ -1,17 +1,22 @@
-import { Context, type Effect } from "effect"
+import { Context, type Effect, Schema } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
+import { MaterialId, Revision } from "../domain/Material.js"
+import { EventId } from "../domain/MaterialPublished.js"
 
 /** One audit record: a fact the audit receiver saw, with where it came from. */
-export interface AuditRecord {
-  readonly eventId: string
-  readonly materialId: string
-  readonly revision: number
-  readonly title: string
-  readonly publishedAtMs: number
+export const AuditRecord = Schema.Struct({
+  eventId: EventId,
+  materialId: MaterialId,
+  revision: Revision,
+  title: Schema.String,
+  /** ms since the epoch, as the event says. */
+  publishedAtMs: Schema.Number,
   /** The API request that caused the event. */
-  readonly correlationId: string
-  readonly receivedAtMs: number
-}
+  correlationId: Schema.String,
+  /** When the audit receiver recorded it, ms since the epoch. */
+  receivedAtMs: Schema.Number
+})
+export interface AuditRecord extends Schema.Schema.Type<typeof AuditRecord> {}
 
 /**
  * The audit log: one record per event, append-only. Contract: `append` of an `eventId`

@@ -1,15 +1,19 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, type Option, Schema } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
+import { MaterialId, Revision } from "../domain/Material.js"
+import { EventId } from "../domain/MaterialPublished.js"
 
 /** What the catalog shows for a material: its newest known revision. */
-export interface CatalogEntry {
-  readonly materialId: string
-  readonly revision: number
-  readonly title: string
-  readonly summary: string
-  readonly publishedAtMs: number
-  readonly eventId: string
-}
+export const CatalogEntry = Schema.Struct({
+  materialId: MaterialId,
+  revision: Revision,
+  title: Schema.String,
+  summary: Schema.String,
+  /** ms since the epoch, as the event says. */
+  publishedAtMs: Schema.Number,
+  eventId: EventId
+})
+export interface CatalogEntry extends Schema.Schema.Type<typeof CatalogEntry> {}
 
 /**
  * The catalog's entries, one per material. Contract: `put` replaces the entry of its
@@ -17,7 +21,7 @@ export interface CatalogEntry {
  * the same `Transaction`. Fails with `PersistenceError` only.
  */
 export interface CatalogStoreShape {
-  readonly get: (materialId: string) => Effect.Effect<Option.Option<CatalogEntry>, PersistenceError>
+  readonly get: (materialId: MaterialId) => Effect.Effect<Option.Option<CatalogEntry>, PersistenceError>
   readonly put: (entry: CatalogEntry) => Effect.Effect<void, PersistenceError>
   readonly count: Effect.Effect<number, PersistenceError>
 }

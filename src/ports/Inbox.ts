@@ -1,16 +1,19 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, type Option, Schema } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
 
 /** What a handler did with a message: applied its effect, or skipped it as an older revision. */
-export type ReceiptOutcome = "applied" | "stale"
+export const ReceiptOutcome = Schema.Literal("applied", "stale")
+export type ReceiptOutcome = typeof ReceiptOutcome.Type
 
 /** The proof that `handler` processed `messageId`. */
-export interface Receipt {
-  readonly handler: string
-  readonly messageId: string
-  readonly outcome: ReceiptOutcome
-  readonly receivedAtMs: number
-}
+export const Receipt = Schema.Struct({
+  handler: Schema.String,
+  messageId: Schema.String,
+  outcome: ReceiptOutcome,
+  /** ms since the epoch. */
+  receivedAtMs: Schema.Number
+})
+export interface Receipt extends Schema.Schema.Type<typeof Receipt> {}
 
 export interface InboxCounts {
   readonly applied: number
@@ -26,14 +29,16 @@ export interface InboxCounts {
 }
 
 /** A delivery the receiver routed to a retry tier (`retrying`) or to its dead-letter queue (`dead`). */
-export interface DeliveryFailure {
-  readonly handler: string
-  readonly messageId: string
-  readonly state: "retrying" | "dead"
+export const DeliveryFailure = Schema.Struct({
+  handler: Schema.String,
+  messageId: Schema.String,
+  state: Schema.Literal("retrying", "dead"),
   /** Failed attempts so far. */
-  readonly attempts: number
-  readonly atMs: number
-}
+  attempts: Schema.Number,
+  /** When it was routed, ms since the epoch. */
+  atMs: Schema.Number
+})
+export interface DeliveryFailure extends Schema.Schema.Type<typeof DeliveryFailure> {}
 
 /** A message with no receipt, and the last failure the receiver routed for it, if any. */
 export interface Unreceived {

@@ -1,17 +1,21 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, type Option, Schema } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
+import { MaterialId, Revision } from "../domain/Material.js"
+import { EventId } from "../domain/MaterialPublished.js"
 
 /** One stored revision of a material, as the API owner keeps it (with its body). */
-export interface MaterialRevision {
-  readonly materialId: string
-  readonly revision: number
-  readonly title: string
-  readonly summary: string
-  readonly body: string
+export const MaterialRevision = Schema.Struct({
+  materialId: MaterialId,
+  revision: Revision,
+  title: Schema.String,
+  summary: Schema.String,
+  body: Schema.String,
   /** The id of the `material.published.v1` event this revision caused. */
-  readonly eventId: string
-  readonly publishedAtMs: number
-}
+  eventId: EventId,
+  /** When the API owner accepted it, ms since the epoch. */
+  publishedAtMs: Schema.Number
+})
+export interface MaterialRevision extends Schema.Schema.Type<typeof MaterialRevision> {}
 
 /**
  * The API owner's materials: every accepted revision, body included.
@@ -21,7 +25,7 @@ export interface MaterialRevision {
  * the revision rule inside the same `Transaction` as the insert.
  */
 export interface MaterialStoreShape {
-  readonly latest: (materialId: string) => Effect.Effect<Option.Option<MaterialRevision>, PersistenceError>
+  readonly latest: (materialId: MaterialId) => Effect.Effect<Option.Option<MaterialRevision>, PersistenceError>
   readonly insert: (revision: MaterialRevision) => Effect.Effect<void, PersistenceError>
 }
 

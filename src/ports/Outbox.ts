@@ -1,22 +1,25 @@
-import { Context, type Effect, type Option } from "effect"
-import type { Envelope } from "../domain/Envelope.js"
+import { Context, type Effect, type Option, Schema } from "effect"
+import { Envelope } from "../domain/Envelope.js"
 import type { PersistenceError } from "../domain/errors.js"
 
-/** One outbox row: a message the API committed and the relay must publish. */
-export interface OutboxMessage {
+/** Where an outbox row stands, besides the message it holds (times in ms since the epoch). */
+export const OutboxState = Schema.Struct({
   /** Commit order; the relay publishes in this order. */
-  readonly sequence: number
-  readonly envelope: Envelope
-  readonly createdAtMs: number
+  sequence: Schema.Number,
+  createdAtMs: Schema.Number,
   /** `null` while pending. */
-  readonly publishedAtMs: number | null
+  publishedAtMs: Schema.NullOr(Schema.Number),
   /** How many times the broker rejected it (returned as unroutable, or nacked). */
-  readonly rejections: number
+  rejections: Schema.Number,
   /** The last rejection's reason, `null` if none. */
-  readonly lastError: string | null
+  lastError: Schema.NullOr(Schema.String),
   /** When the relay parked it after too many rejections; `null` if it is not parked. */
-  readonly parkedAtMs: number | null
-}
+  parkedAtMs: Schema.NullOr(Schema.Number)
+})
+
+/** One outbox row: a message the API committed and the relay must publish. */
+export const OutboxMessage = Schema.Struct({ ...OutboxState.fields, envelope: Envelope })
+export interface OutboxMessage extends Schema.Schema.Type<typeof OutboxMessage> {}
 
 /** What becomes of a row the broker rejected: publish it again at `retryAtMs`, or park it. */
 export interface Rejection {
@@ -39,17 +42,16 @@ export interface OutboxStats {
 }
 
 /** Who holds the relay lease, and until when (ms since the epoch). */
-export interface LeaseHolder {
-  readonly owner: string
-  readonly expiresAtMs: number
-}
+export const LeaseHolder = Schema.Struct({ owner: Schema.String, expiresAtMs: Schema.Number })
+export interface LeaseHolder extends Schema.Schema.Type<typeof LeaseHolder> {}
 
-/** A published row's place in commit order, for reconciliation. */
-export interface PublishedRef {
-  readonly sequence: number
-  readonly messageId: string
-  readonly publishedAtMs: number
-}
+/** A published row's place in commit order, for reconciliation (`publishedAtMs`: ms since the epoch). */
+export const PublishedRef = Schema.Struct({
+  sequence: Schema.Number,
+  messageId: Schema.String,
+  publishedAtMs: Schema.Number
+})
+export interface PublishedRef extends Schema.Schema.Type<typeof PublishedRef> {}
 
 /**
  * The transactional outbox of the API owner's database.

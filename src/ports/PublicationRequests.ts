@@ -1,17 +1,21 @@
-import { Context, type Effect, type Option } from "effect"
+import { Context, type Effect, type Option, Schema } from "effect"
 import type { PersistenceError } from "../domain/errors.js"
+import { MaterialId, Revision } from "../domain/Material.js"
+import { EventId } from "../domain/MaterialPublished.js"
 
 /** An accepted publication request, keyed by its idempotency key. */
-export interface PublicationRequest {
-  readonly idempotencyKey: string
+export const PublicationRequest = Schema.Struct({
+  idempotencyKey: Schema.String,
   /** SHA-256 of the canonical command; tells "same request again" from "key reused". */
-  readonly requestHash: string
-  readonly requestId: string
-  readonly eventId: string
-  readonly materialId: string
-  readonly revision: number
-  readonly acceptedAtMs: number
-}
+  requestHash: Schema.String,
+  requestId: Schema.String,
+  eventId: EventId,
+  materialId: MaterialId,
+  revision: Revision,
+  /** ms since the epoch. */
+  acceptedAtMs: Schema.Number
+})
+export interface PublicationRequest extends Schema.Schema.Type<typeof PublicationRequest> {}
 
 /**
  * The API owner's record of accepted requests, which makes `POST /v1/publications`

@@ -8,12 +8,13 @@ import { MaterialStoreSqlite } from "../../src/adapters/sqlite/MaterialStoreSqli
 import { OutboxSqlite } from "../../src/adapters/sqlite/OutboxSqlite.js"
 import { PublicationRequestsSqlite } from "../../src/adapters/sqlite/PublicationRequestsSqlite.js"
 import { PersistenceError } from "../../src/domain/errors.js"
-import { AuditLog } from "../../src/ports/AuditLog.js"
-import { CatalogStore } from "../../src/ports/CatalogStore.js"
+import { MaterialId, Revision } from "../../src/domain/Material.js"
+import { AuditLog, type AuditRecord } from "../../src/ports/AuditLog.js"
+import { type CatalogEntry, CatalogStore } from "../../src/ports/CatalogStore.js"
 import { Inbox } from "../../src/ports/Inbox.js"
-import { MaterialStore } from "../../src/ports/MaterialStore.js"
+import { type MaterialRevision, MaterialStore } from "../../src/ports/MaterialStore.js"
 import { Outbox } from "../../src/ports/Outbox.js"
-import { PublicationRequests } from "../../src/ports/PublicationRequests.js"
+import { type PublicationRequest, PublicationRequests } from "../../src/ports/PublicationRequests.js"
 import { Transaction } from "../../src/ports/Transaction.js"
 import { tempDataDir } from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
@@ -53,13 +54,16 @@ const adapters: ReadonlyArray<readonly [string, Layer.Layer<ApiPorts>, Layer.Lay
   ["sqlite", Layer.orDie(sqliteApi), Layer.orDie(sqliteReceiver)]
 ]
 
-const revision = (materialId: string, rev: number, eventId = `e-${materialId}-${rev}`) => ({
-  materialId,
-  revision: rev,
+const id = (materialId: string) => MaterialId.make(materialId)
+const eventId = MaterialMother.eventId
+
+const revision = (materialId: string, rev: number, event = eventId(`${materialId}-${rev}`)): MaterialRevision => ({
+  materialId: id(materialId),
+  revision: Revision.make(rev),
   title: "t",
   summary: "s",
   body: "b",
-  eventId,
+  eventId: event,
   publishedAtMs: 1000
 })
 
@@ -115,6 +119,13 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* outbox.markPublished([a], 6_000)
       yield* outbox.reject([{ messageId: a, error: "late", retryAtMs: null }], 6_000)
       expect(yield* outbox.parked(10)).toEqual([])
+      yield* outbox.reject([{ messageId: b, error: "nacked", retryAtMs: null }, {
+        messageId: c,
+        error: "nacked",
+        retryAtMs: null
+      }], 7_000)
+      expect(yield* outbox.release("all")).toBe(2)
+      expect(yield* outbox.parked(10)).toEqual([])
     }).pipe(Effect.provide(api)))
 
   it.effect("transaction: a failed savepoint undoes only its own writes; the outer transaction commits the rest", () =>
@@ -129,7 +140,7 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
         expect(inner._tag).toBe("Failure")
         yield* materials.insert(revision("s", 3))
       }))
-      expect(Option.getOrThrow(yield* materials.latest("s")).revision).toBe(3)
+      expect(Option.getOrThrow(yield* materials.latest(id("s"))).revision).toBe(3)
       expect(yield* Effect.flip(materials.insert(revision("s", 1)))).toBeInstanceOf(PersistenceError)
       yield* materials.insert(revision("s", 2))
     }).pipe(Effect.provide(api)))
@@ -156,30 +167,31 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       yield* materials.insert(revision("m", 1))
       yield* materials.insert(revision("m", 3))
       yield* materials.insert(revision("m", 2))
-      expect(Option.getOrThrow(yield* materials.latest("m")).revision).toBe(3)
-      expect(yield* Effect.flip(materials.insert(revision("m", 3, "other")))).toBeInstanceOf(PersistenceError)
-      const request = {
+      expect(Option.getOrThrow(yield* materials.latest(id("m"))).revision).toBe(3)
+      expect(yield* Effect.flip(materials.insert(revision("m", 3, eventId("other"))))).toBeInstanceOf(PersistenceError)
+      const request: PublicationRequest = {
         idempotencyKey: "k",
         requestHash: "h",
         requestId: "r",
-        eventId: "e",
-        materialId: "m",
-        revision: 4,
+        eventId: eventId("e"),
+        materialId: id("m"),
+        revision: Revision.make(4),
         acceptedAtMs: 1
       }
       const failed = yield* Effect.flip(transaction.run(Effect.gen(function*() {
-        yield* materials.insert(revision("m", 4, "e"))
+        yield* materials.insert(revision("m", 4, eventId("e")))
         yield* requests.insert(request)
         return yield* Effect.fail("boom" as const)
       })))
       expect(failed).toBe("boom")
-      expect(Option.getOrThrow(yield* materials.latest("m")).revision).toBe(3)
+      expect(Option.getOrThrow(yield* materials.latest(id("m"))).revision).toBe(3)
       expect(yield* requests.byKey("k")).toEqual(Option.none())
       yield* requests.insert(request)
       expect(yield* requests.byId("r")).toEqual(Option.some(request))
-      expect(yield* Effect.flip(requests.insert({ ...request, requestId: "r2", eventId: "e2" }))).toBeInstanceOf(
-        PersistenceError
-      )
+      expect(yield* Effect.flip(requests.insert({ ...request, requestId: "r2", eventId: eventId("e2") })))
+        .toBeInstanceOf(
+          PersistenceError
+        )
     }).pipe(Effect.provide(api)))
 
   it.effect("inbox, catalog and audit: one receipt per (handler, message), duplicates counted", () =>
@@ -227,16 +239,23 @@ describe.each(adapters)("store contract: %s", (_, api, receiver) => {
       ).toBeInstanceOf(PersistenceError)
       expect(yield* inbox.received("audit", ["m4"])).toEqual(new Set())
 
-      const entry = { materialId: "m", revision: 2, title: "t", summary: "s", publishedAtMs: 5, eventId: "e2" }
-      yield* catalog.put({ ...entry, revision: 1, eventId: "e1" })
+      const entry: CatalogEntry = {
+        materialId: id("m"),
+        revision: Revision.make(2),
+        title: "t",
+        summary: "s",
+        publishedAtMs: 5,
+        eventId: eventId("e2")
+      }
+      yield* catalog.put({ ...entry, revision: Revision.make(1), eventId: eventId("e1") })
       yield* catalog.put(entry)
-      expect(yield* catalog.get("m")).toEqual(Option.some(entry))
+      expect(yield* catalog.get(id("m"))).toEqual(Option.some(entry))
       expect(yield* catalog.count).toBe(1)
 
-      const record = {
-        eventId: "e1",
-        materialId: "m",
-        revision: 1,
+      const record: AuditRecord = {
+        eventId: eventId("e1"),
+        materialId: id("m"),
+        revision: Revision.make(1),
         title: "t",
         publishedAtMs: 5,
         correlationId: "c",

@@ -16,7 +16,7 @@ describe("publishMaterial (in memory)", () => {
     Effect.gen(function*() {
       const accepted = yield* publishMaterial(MaterialMother.key("a"), MaterialMother.command({ revision: 1 }))
       expect(accepted).toMatchObject({ status: "pending", replayed: false, revision: 1 })
-      const latest = yield* Effect.flatMap(MaterialStore, (m) => m.latest("guides/quorum-queues"))
+      const latest = yield* Effect.flatMap(MaterialStore, (m) => m.latest(MaterialMother.materialId))
       expect(Option.getOrThrow(latest)).toMatchObject({ revision: 1, eventId: accepted.eventId })
       const [row] = yield* Effect.flatMap(Outbox, (o) => o.pending(10, 0))
       expect(row?.envelope).toMatchObject({
@@ -82,7 +82,7 @@ describe("publishMaterial (in memory)", () => {
     Effect.gen(function*() {
       const error = yield* Effect.flip(publishMaterial(MaterialMother.key("a"), MaterialMother.command()))
       expect(error._tag).toBe("PersistenceError")
-      expect(Option.isNone(yield* Effect.flatMap(MaterialStore, (m) => m.latest("guides/quorum-queues")))).toBe(true)
+      expect(Option.isNone(yield* Effect.flatMap(MaterialStore, (m) => m.latest(MaterialMother.materialId)))).toBe(true)
       expect(Option.isNone(yield* Effect.flatMap(PublicationRequests, (r) => r.byKey("key-a")))).toBe(true)
     }).pipe(
       Effect.provide(Layer.effect(

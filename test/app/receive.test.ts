@@ -14,7 +14,7 @@ import { ReceiverMemory } from "../support/memory.js"
 const deliver = <R>(handler: Parameters<typeof receive<R>>[0], event: ReturnType<typeof MaterialMother.event>) =>
   receive(handler, event, { messageId: event.eventId, correlationId: "req" })
 
-const catalogRevision = Effect.flatMap(CatalogStore, (c) => c.get("guides/quorum-queues")).pipe(
+const catalogRevision = Effect.flatMap(CatalogStore, (c) => c.get(MaterialMother.materialId)).pipe(
   Effect.map((entry) => Option.getOrUndefined(entry)?.revision)
 )
 
@@ -36,7 +36,7 @@ describe("the catalog handler", () => {
       yield* deliver(catalogHandler, MaterialMother.event({ revision: 1 }))
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 1 }))).toBe("stale")
       expect(yield* deliver(catalogHandler, MaterialMother.event({ revision: 2, title: "Second" }))).toBe("applied")
-      const entry = Option.getOrThrow(yield* Effect.flatMap(CatalogStore, (c) => c.get("guides/quorum-queues")))
+      const entry = Option.getOrThrow(yield* Effect.flatMap(CatalogStore, (c) => c.get(MaterialMother.materialId)))
       expect(entry).toMatchObject({ revision: 2, title: "Second" })
     }).pipe(Effect.provide(ReceiverMemory)))
 })

@@ -34,7 +34,7 @@ describe("revision order, whatever the arrival order", () => {
             yield* receive(catalogHandler, event, { messageId: event.eventId, correlationId: "req" })
             yield* receive(auditHandler, event, { messageId: event.eventId, correlationId: "req" })
           }
-          const entry = yield* Effect.flatMap(CatalogStore, (c) => c.get("guides/quorum-queues"))
+          const entry = yield* Effect.flatMap(CatalogStore, (c) => c.get(MaterialMother.materialId))
           expect(Option.getOrThrow(entry).revision).toBe(events.length)
           const catalog = yield* Effect.flatMap(Inbox, (i) => i.counts("catalog"))
           expect(catalog.applied + catalog.stale).toBe(events.length)

@@ -1,13 +1,20 @@
 import { Schema } from "effect"
-import { randomUUID } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import type { IncomingMessage } from "../../src/app/receive.js"
 import { type Envelope, envelopeOf } from "../../src/domain/Envelope.js"
 import { MaterialId, Revision } from "../../src/domain/Material.js"
-import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
+import { EventId, MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
 import { IdempotencyKey, PublishMaterial } from "../../src/domain/PublishMaterial.js"
 
 /** Valid commands and events, with only what a test cares about stated. */
 export const MaterialMother = {
+  /** The material the other builders use unless told otherwise. */
+  materialId: MaterialId.make("guides/quorum-queues"),
+  /** A valid event id, the same for the same `label` (a version 4 UUID made of its SHA-256). */
+  eventId: (label: string = randomUUID()): EventId => {
+    const h = createHash("sha256").update(label).digest("hex")
+    return EventId.make(`${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`)
+  },
   command: (
     overrides: Partial<{ materialId: string; revision: number; title: string; summary: string; body: string }> = {}
   ) =>
@@ -23,7 +30,7 @@ export const MaterialMother = {
   key: (suffix: string = randomUUID()) => IdempotencyKey.make(`key-${suffix}`),
   event: (overrides: Partial<{ eventId: string; materialId: string; revision: number; title: string }> = {}) =>
     MaterialPublishedV1.make({
-      eventId: overrides.eventId ?? randomUUID(),
+      eventId: EventId.make(overrides.eventId ?? randomUUID()),
       materialId: MaterialId.make(overrides.materialId ?? "guides/quorum-queues"),
       revision: Revision.make(overrides.revision ?? 1),
       title: overrides.title ?? `Quorum queues, revision ${overrides.revision ?? 1}`,

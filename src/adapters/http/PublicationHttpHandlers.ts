@@ -180,7 +180,9 @@ export const PublicationsLive = HttpApiBuilder.group(
                 )
               }])
             }
-            const found = yield* queries.findMaterial(id).pipe(Effect.catchTag("PersistenceError", unavailable("api")))
+            const found = yield* queries.findMaterial(valid.right).pipe(
+              Effect.catchTag("PersistenceError", unavailable("api"))
+            )
             if (Option.isNone(found)) {
               return yield* new NotFound({ detail: `material '${truncate(id, 200)}' is not known here` })
             }

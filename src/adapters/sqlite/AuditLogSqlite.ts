@@ -1,30 +1,39 @@
-import { Effect, Layer } from "effect"
-import { AuditLog } from "../../ports/AuditLog.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { SqlSchema } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import { AuditLog, AuditRecord } from "../../ports/AuditLog.js"
+import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { CountRow, tableRow } from "./TableRow.js"
 
-/** The `AuditLog` port over a connection to the audit receiver's database (`AuditDb`, `AuditDbReader`; table `audit_records`). */
+const RecordRow = tableRow(AuditRecord, {
+  eventId: "event_id",
+  materialId: "material_id",
+  publishedAtMs: "published_at",
+  correlationId: "correlation_id",
+  receivedAtMs: "received_at"
+})
+
+/**
+ * The `AuditLog` port over a connection to the audit receiver's database (`AuditDb`,
+ * `AuditDbReader`; table `audit_records`). A record that does not encode into a row is a
+ * defect (see `rowDefect`).
+ */
 export const AuditLogSqlite = <Self>(database: DatabaseTag<Self, "audit">) =>
   Layer.effect(
     AuditLog,
     Effect.gen(function*() {
       const { sql } = yield* database
+      const append = SqlSchema.void({
+        Request: RecordRow,
+        execute: (row) => sql`INSERT INTO audit_records ${sql.insert(row)}`
+      })
+      const count = SqlSchema.single({
+        Request: Schema.Void,
+        Result: CountRow,
+        execute: () => sql`SELECT COUNT(*) AS n FROM audit_records`
+      })
       return {
-        append: (r) =>
-          sql`INSERT INTO audit_records ${
-            sql.insert({
-              event_id: r.eventId,
-              material_id: r.materialId,
-              revision: r.revision,
-              title: r.title,
-              published_at: r.publishedAtMs,
-              correlation_id: r.correlationId,
-              received_at: r.receivedAtMs
-            })
-          }`.pipe(Effect.asVoid, persistence("audit.append")),
-        count: sql<{ n: number }>`SELECT COUNT(*) AS n FROM audit_records`.pipe(
-          Effect.map(([row]) => row?.n ?? 0),
-          persistence("audit.count")
-        )
+        append: (record) => append(record).pipe(rowDefect, persistence("audit.append")),
+        count: count(undefined).pipe(Effect.map((row) => row.n), rowDefect, persistence("audit.count"))
       }
     })
   )

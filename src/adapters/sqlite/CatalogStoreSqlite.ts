@@ -1,57 +1,47 @@
-import { Effect, Layer, Option } from "effect"
-import { CatalogStore } from "../../ports/CatalogStore.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { SqlSchema } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import { MaterialId } from "../../domain/Material.js"
+import { CatalogEntry, CatalogStore } from "../../ports/CatalogStore.js"
+import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { CountRow, tableRow } from "./TableRow.js"
 
-interface EntryRow {
-  readonly material_id: string
-  readonly revision: number
-  readonly title: string
-  readonly summary: string
-  readonly published_at: number
-  readonly event_id: string
-}
+const EntryRow = tableRow(CatalogEntry, {
+  materialId: "material_id",
+  publishedAtMs: "published_at",
+  eventId: "event_id"
+})
 
-/** The `CatalogStore` port over a connection to the catalog's database (`CatalogDb`, `CatalogDbReader`; table `catalog_entries`). */
+/**
+ * The `CatalogStore` port over a connection to the catalog's database (`CatalogDb`,
+ * `CatalogDbReader`; table `catalog_entries`). Rows are decoded with the port's
+ * `CatalogEntry`; one that does not decode is a defect (see `rowDefect`).
+ */
 export const CatalogStoreSqlite = <Self>(database: DatabaseTag<Self, "catalog">) =>
   Layer.effect(
     CatalogStore,
     Effect.gen(function*() {
       const { sql } = yield* database
-      return {
-        get: (materialId) =>
-          sql<EntryRow>`SELECT * FROM catalog_entries WHERE material_id = ${materialId}`.pipe(
-            Effect.map((rows) =>
-              Option.map(Option.fromNullable(rows[0]), (row) => ({
-                materialId: row.material_id,
-                revision: row.revision,
-                title: row.title,
-                summary: row.summary,
-                publishedAtMs: row.published_at,
-                eventId: row.event_id
-              }))
-            ),
-            persistence("catalog.get")
-          ),
-        put: (e) =>
-          sql`INSERT INTO catalog_entries ${
-            sql.insert({
-              material_id: e.materialId,
-              revision: e.revision,
-              title: e.title,
-              summary: e.summary,
-              published_at: e.publishedAtMs,
-              event_id: e.eventId
-            })
-          } ON CONFLICT (material_id) DO UPDATE SET
+      const get = SqlSchema.findOne({
+        Request: MaterialId,
+        Result: EntryRow,
+        execute: (materialId) => sql`SELECT * FROM catalog_entries WHERE material_id = ${materialId}`
+      })
+      const put = SqlSchema.void({
+        Request: EntryRow,
+        execute: (row) =>
+          sql`INSERT INTO catalog_entries ${sql.insert(row)} ON CONFLICT (material_id) DO UPDATE SET
             revision = excluded.revision, title = excluded.title, summary = excluded.summary,
-            published_at = excluded.published_at, event_id = excluded.event_id`.pipe(
-            Effect.asVoid,
-            persistence("catalog.put")
-          ),
-        count: sql<{ n: number }>`SELECT COUNT(*) AS n FROM catalog_entries`.pipe(
-          Effect.map(([row]) => row?.n ?? 0),
-          persistence("catalog.count")
-        )
+            published_at = excluded.published_at, event_id = excluded.event_id`
+      })
+      const count = SqlSchema.single({
+        Request: Schema.Void,
+        Result: CountRow,
+        execute: () => sql`SELECT COUNT(*) AS n FROM catalog_entries`
+      })
+      return {
+        get: (materialId) => get(materialId).pipe(rowDefect, persistence("catalog.get")),
+        put: (entry) => put(entry).pipe(rowDefect, persistence("catalog.put")),
+        count: count(undefined).pipe(Effect.map((row) => row.n), rowDefect, persistence("catalog.count"))
       }
     })
   )

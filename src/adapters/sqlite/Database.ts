@@ -1,15 +1,16 @@
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as Migrator from "@effect/sql/Migrator"
 import { SqlError } from "@effect/sql/SqlError"
 import Sqlite from "better-sqlite3"
-import { Context, Data, type Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Cause, Context, Data, type Duration, Effect, Layer, Option, ParseResult, Schedule, Schema } from "effect"
 import { mkdirSync, statSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { describeCause, PersistenceError } from "../../domain/errors.js"
 import { registerCheck } from "../../ports/Readiness.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { Transaction } from "../../ports/Transaction.js"
+import { CountRow } from "./TableRow.js"
 
 /** The three service databases: one SQLite file each, never shared between services. */
 export type ServiceDatabase = "api" | "catalog" | "audit"
@@ -91,6 +92,21 @@ export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effec
       cause instanceof PersistenceError
         ? cause
         : new PersistenceError({ operation, kind: persistenceKind(cause), cause })
+  )
+
+/**
+ * A stored row that does not decode into its port's record (or a record that does not
+ * encode into a row), or a query that always answers one row answering none, is a defect
+ * (`Effect.die`), not a `PersistenceError`: the database holds what this code never
+ * writes, and trying again cannot help. Callers see it as a defect of the operation (the
+ * receiver, of that message's handling; the API, a 500).
+ */
+export const rowDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(
+    effect,
+    (error): error is Extract<E, ParseResult.ParseError | Cause.NoSuchElementException> =>
+      ParseResult.isParseError(error) || Cause.isNoSuchElementException(error),
+    Effect.die
   )
 
 const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -349,8 +365,12 @@ export const databaseLayer = <Self, S extends ServiceDatabase>(
       yield* sql`PRAGMA busy_timeout = ${sql.literal(String(NativeBusyTimeoutMs))}`
       yield* sql`PRAGMA synchronous = FULL`
       yield* runMigrations({ loader: Migrator.fromRecord(migrations[service]) })
-      const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM effect_sql_migrations`
-      if ((row?.n ?? 0) < expected) return yield* new MigrationsPending({ code: "SQLITE_BUSY" })
+      const applied = yield* SqlSchema.single({
+        Request: Schema.Void,
+        Result: CountRow,
+        execute: () => sql`SELECT COUNT(*) AS n FROM effect_sql_migrations`
+      })(undefined).pipe(Effect.map((row) => row.n), rowDefect)
+      if (applied < expected) return yield* new MigrationsPending({ code: "SQLITE_BUSY" })
     }).pipe(
       Effect.tapError((error) =>
         isBusy(error) ? Effect.logDebug(`${service}.db is locked by another process; waiting`) : Effect.void

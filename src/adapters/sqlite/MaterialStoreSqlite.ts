@@ -1,52 +1,39 @@
-import { Effect, Layer, Option } from "effect"
-import { MaterialStore } from "../../ports/MaterialStore.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { SqlSchema } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { MaterialId } from "../../domain/Material.js"
+import { MaterialRevision, MaterialStore } from "../../ports/MaterialStore.js"
+import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { tableRow } from "./TableRow.js"
 
-interface MaterialRow {
-  readonly material_id: string
-  readonly revision: number
-  readonly title: string
-  readonly summary: string
-  readonly body: string
-  readonly event_id: string
-  readonly published_at: number
-}
+const MaterialRow = tableRow(MaterialRevision, {
+  materialId: "material_id",
+  eventId: "event_id",
+  publishedAtMs: "published_at"
+})
 
-/** The `MaterialStore` port over a connection to the API owner's database (`ApiDb`, `ApiDbReader`; table `materials`). */
+/**
+ * The `MaterialStore` port over a connection to the API owner's database (`ApiDb`,
+ * `ApiDbReader`; table `materials`). Rows are decoded with the port's `MaterialRevision`;
+ * one that does not decode is a defect (see `rowDefect`).
+ */
 export const MaterialStoreSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
   Layer.effect(
     MaterialStore,
     Effect.gen(function*() {
       const { sql } = yield* database
+      const latest = SqlSchema.findOne({
+        Request: MaterialId,
+        Result: MaterialRow,
+        execute: (materialId) =>
+          sql`SELECT * FROM materials WHERE material_id = ${materialId} ORDER BY revision DESC LIMIT 1`
+      })
+      const insert = SqlSchema.void({
+        Request: MaterialRow,
+        execute: (row) => sql`INSERT INTO materials ${sql.insert(row)}`
+      })
       return {
-        latest: (materialId) =>
-          sql<MaterialRow>`SELECT * FROM materials WHERE material_id = ${materialId} ORDER BY revision DESC LIMIT 1`
-            .pipe(
-              Effect.map((rows) =>
-                Option.map(Option.fromNullable(rows[0]), (row) => ({
-                  materialId: row.material_id,
-                  revision: row.revision,
-                  title: row.title,
-                  summary: row.summary,
-                  body: row.body,
-                  eventId: row.event_id,
-                  publishedAtMs: row.published_at
-                }))
-              ),
-              persistence("materials.latest")
-            ),
-        insert: (m) =>
-          sql`INSERT INTO materials ${
-            sql.insert({
-              material_id: m.materialId,
-              revision: m.revision,
-              title: m.title,
-              summary: m.summary,
-              body: m.body,
-              event_id: m.eventId,
-              published_at: m.publishedAtMs
-            })
-          }`.pipe(Effect.asVoid, persistence("materials.insert"))
+        latest: (materialId) => latest(materialId).pipe(rowDefect, persistence("materials.latest")),
+        insert: (material) => insert(material).pipe(rowDefect, persistence("materials.insert"))
       }
     })
   )

@@ -1,57 +1,46 @@
-import { Effect, Layer, Option } from "effect"
-import { type PublicationRequest, PublicationRequests } from "../../ports/PublicationRequests.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { SqlSchema } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import { PublicationRequest, PublicationRequests } from "../../ports/PublicationRequests.js"
+import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { tableRow } from "./TableRow.js"
 
-interface RequestRow {
-  readonly idempotency_key: string
-  readonly request_hash: string
-  readonly request_id: string
-  readonly event_id: string
-  readonly material_id: string
-  readonly revision: number
-  readonly accepted_at: number
-}
-
-const toRequest = (row: RequestRow): PublicationRequest => ({
-  idempotencyKey: row.idempotency_key,
-  requestHash: row.request_hash,
-  requestId: row.request_id,
-  eventId: row.event_id,
-  materialId: row.material_id,
-  revision: row.revision,
-  acceptedAtMs: row.accepted_at
+const RequestRow = tableRow(PublicationRequest, {
+  idempotencyKey: "idempotency_key",
+  requestHash: "request_hash",
+  requestId: "request_id",
+  eventId: "event_id",
+  materialId: "material_id",
+  acceptedAtMs: "accepted_at"
 })
 
-/** The `PublicationRequests` port over a connection to the API owner's database (`ApiDb`, `ApiDbReader`; table
- * `publication_requests`). */
+/**
+ * The `PublicationRequests` port over a connection to the API owner's database (`ApiDb`,
+ * `ApiDbReader`; table `publication_requests`). Rows are decoded with the port's
+ * `PublicationRequest`; one that does not decode is a defect (see `rowDefect`).
+ */
 export const PublicationRequestsSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
   Layer.effect(
     PublicationRequests,
     Effect.gen(function*() {
       const { sql } = yield* database
+      const byKey = SqlSchema.findOne({
+        Request: Schema.String,
+        Result: RequestRow,
+        execute: (key) => sql`SELECT * FROM publication_requests WHERE idempotency_key = ${key}`
+      })
+      const byId = SqlSchema.findOne({
+        Request: Schema.String,
+        Result: RequestRow,
+        execute: (requestId) => sql`SELECT * FROM publication_requests WHERE request_id = ${requestId}`
+      })
+      const insert = SqlSchema.void({
+        Request: RequestRow,
+        execute: (row) => sql`INSERT INTO publication_requests ${sql.insert(row)}`
+      })
       return {
-        byKey: (key) =>
-          sql<RequestRow>`SELECT * FROM publication_requests WHERE idempotency_key = ${key}`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
-            persistence("requests.byKey")
-          ),
-        byId: (requestId) =>
-          sql<RequestRow>`SELECT * FROM publication_requests WHERE request_id = ${requestId}`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRequest)),
-            persistence("requests.byId")
-          ),
-        insert: (r) =>
-          sql`INSERT INTO publication_requests ${
-            sql.insert({
-              idempotency_key: r.idempotencyKey,
-              request_hash: r.requestHash,
-              request_id: r.requestId,
-              event_id: r.eventId,
-              material_id: r.materialId,
-              revision: r.revision,
-              accepted_at: r.acceptedAtMs
-            })
-          }`.pipe(Effect.asVoid, persistence("requests.insert"))
+        byKey: (key) => byKey(key).pipe(rowDefect, persistence("requests.byKey")),
+        byId: (requestId) => byId(requestId).pipe(rowDefect, persistence("requests.byId")),
+        insert: (request) => insert(request).pipe(rowDefect, persistence("requests.insert"))
       }
     })
   )
