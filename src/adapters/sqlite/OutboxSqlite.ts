@@ -1,37 +1,32 @@
 import { SqlSchema } from "@effect/sql"
-import { Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import { Envelope } from "../../domain/Envelope.js"
-import { LeaseHolder, Outbox, OutboxMessage, OutboxState, PublishedRef } from "../../ports/Outbox.js"
+import { LeaseHolder, Outbox, type OutboxMessage, OutboxState, PublishedRef } from "../../ports/Outbox.js"
 import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
 import { tableRow } from "./TableRow.js"
 
-const EnvelopeRow = tableRow(Envelope, {
+const envelopeColumns = {
   messageId: "message_id",
   correlationId: "correlation_id",
   schemaVersion: "schema_version",
   contentType: "content_type",
   timestampMs: "timestamp_ms",
   appId: "app_id"
-})
-const StateRow = tableRow(OutboxState, {
+} as const
+const EnvelopeRow = tableRow(Envelope, envelopeColumns)
+
+/** A whole `outbox` row: the port's `OutboxState` and the domain's `Envelope`, side by side in one row. */
+const MessageRow = tableRow(Schema.Struct({ ...OutboxState.fields, ...Envelope.fields }), {
+  ...envelopeColumns,
   createdAtMs: "created_at",
   publishedAtMs: "published_at",
   lastError: "last_error",
   parkedAtMs: "parked_at"
 })
 
-/** A whole `outbox` row read as the port's `OutboxMessage`: its state and the envelope beside it in the same row. */
-const MessageRow = Schema.transformOrFail(Schema.Object, Schema.typeSchema(OutboxMessage), {
-  strict: true,
-  decode: (row) =>
-    Effect.zipWith(
-      ParseResult.decodeUnknown(StateRow)(row),
-      ParseResult.decodeUnknown(EnvelopeRow)(row),
-      (state, envelope) => ({ ...state, envelope })
-    ),
-  encode: (message, _, ast) =>
-    ParseResult.fail(new ParseResult.Forbidden(ast, message, "outbox rows are written by enqueue only"))
-})
+const toMessage = (
+  { createdAtMs, lastError, parkedAtMs, publishedAtMs, rejections, sequence, ...envelope }: typeof MessageRow.Type
+): OutboxMessage => ({ sequence, createdAtMs, publishedAtMs, rejections, lastError, parkedAtMs, envelope })
 
 const PublishedRefRow = tableRow(PublishedRef, { messageId: "message_id", publishedAtMs: "published_at" })
 const LeaseRow = tableRow(LeaseHolder, { expiresAtMs: "expires_at" })
@@ -50,9 +45,8 @@ const LeaseName = "outbox"
 
 /**
  * The `Outbox` port over a connection to the API owner's database (`ApiDb`, `ApiDbReader`;
- * tables `outbox`, `relay_lease`). Rows are decoded with the port's `OutboxMessage`
- * (the domain's `Envelope` and `OutboxState`); one that does not decode is a defect (see
- * `rowDefect`).
+ * tables `outbox`, `relay_lease`). Rows are decoded with the port's `OutboxState` and the
+ * domain's `Envelope`; one that does not decode is a defect (see `rowDefect`).
  */
 export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
   Layer.effect(
@@ -117,7 +111,12 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
       return {
         enqueue: (envelope, createdAtMs) =>
           enqueue({ envelope, createdAtMs }).pipe(rowDefect, persistence("outbox.enqueue")),
-        pending: (limit, nowMs) => pending({ limit, nowMs }).pipe(rowDefect, persistence("outbox.pending")),
+        pending: (limit, nowMs) =>
+          pending({ limit, nowMs }).pipe(
+            Effect.map((rows) => rows.map(toMessage)),
+            rowDefect,
+            persistence("outbox.pending")
+          ),
         reject: (rejections, atMs) =>
           Effect.forEach(rejections, (r) =>
             sql`UPDATE outbox SET
@@ -128,7 +127,8 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
                 WHERE message_id = ${r.messageId} AND published_at IS NULL`, { discard: true }).pipe(
               persistence("outbox.reject")
             ),
-        parked: (limit) => parked(limit).pipe(rowDefect, persistence("outbox.parked")),
+        parked: (limit) =>
+          parked(limit).pipe(Effect.map((rows) => rows.map(toMessage)), rowDefect, persistence("outbox.parked")),
         // Counts the rows it released (RETURNING one row each).
         release: (messageIds) =>
           messageIds !== "all" && messageIds.length === 0 ? Effect.succeed(0) : sql`
@@ -169,7 +169,9 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
             persistence("outbox.publishedPage")
           ),
         find: (messageIds) =>
-          messageIds.length === 0 ? Effect.succeed([]) : find(messageIds).pipe(rowDefect, persistence("outbox.find")),
+          messageIds.length === 0
+            ? Effect.succeed([])
+            : find(messageIds).pipe(Effect.map((rows) => rows.map(toMessage)), rowDefect, persistence("outbox.find")),
         acquireLease: (owner, ttlMs, nowMs) =>
           Effect.zipRight(
             sql`
