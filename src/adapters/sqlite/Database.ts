@@ -17,8 +17,8 @@ export type ServiceDatabase = "api" | "catalog" | "audit"
 
 /**
  * One connection to one service's database, as the adapters over it see it: the SQL
- * client, and the file it opened (`SqliteFile`: a read-only connection's `verify` always
- * succeeds, as it commits nothing). `service` names the database in the type, so that an
+ * client, and the file it opened (a read-only connection's `file.verify` always succeeds,
+ * as it commits nothing). `service` names the database in the type, so that an
  * adapter that needs the API owner's tables (`OutboxSqlite`) cannot be built over a
  * receiver's database: that mistake does not compile.
  */
@@ -43,9 +43,7 @@ export class CatalogDb extends Context.Tag("dostavka/CatalogDb")<CatalogDb, Data
 /** The read-only connection to `catalog.db` (see `ApiDb`). */
 export class CatalogDbReader
   extends Context.Tag("dostavka/CatalogDbReader")<CatalogDbReader, DatabaseConnection<"catalog">>()
-{
-  static readonly service = "catalog"
-}
+{}
 /** The writing connection to `audit.db` (see `ApiDb`). */
 export class AuditDb extends Context.Tag("dostavka/AuditDb")<AuditDb, DatabaseConnection<"audit">>() {}
 /** The read-only connection to `audit.db` (see `ApiDb`). */
@@ -426,8 +424,8 @@ export const readerLayer = <Self, S extends ServiceDatabase>(
  * `busyRetry(settings.storeBusyTimeout)` without blocking the event loop, and fails with
  * `PersistenceError` (`unavailable`) past it, or at once when the process is stopping
  * (`Supervisor.beginStop`). Before committing, it checks that the file
- * is still the one it opened (`DatabaseConnection.file`), else fails with `PersistenceError` (`lost`)
- * and commits nothing. A nested `run` is a savepoint: when it fails, only its own writes
+ * is still the one it opened (`DatabaseConnection.file`), else fails with
+ * `PersistenceError` (`lost`) and commits nothing. A nested `run` is a savepoint: when it fails, only its own writes
  * are undone.
  */
 export const TransactionSqlite = <Self, S extends ServiceDatabase>(
