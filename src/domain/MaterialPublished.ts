@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { MaterialId, Revision, Summary, Title } from "./Material.js"
+import { AddressableMaterialId, Revision, Summary, Title } from "./Material.js"
 
 /**
  * An event's id: a UUID, given by the API owner when it accepts a request; the message id
@@ -15,7 +15,7 @@ export type EventId = typeof EventId.Type
  */
 export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("MaterialPublishedV1")({
   eventId: Schema.propertySignature(EventId).pipe(Schema.fromKey("event_id")),
-  materialId: Schema.propertySignature(MaterialId).pipe(Schema.fromKey("material_id")),
+  materialId: Schema.propertySignature(AddressableMaterialId).pipe(Schema.fromKey("material_id")),
   revision: Revision,
   title: Title,
   summary: Summary,

@@ -1,7 +1,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import { type FieldIssue, InvalidCommand } from "./errors.js"
 import { MaxListedIssues, truncate } from "./JsonInput.js"
-import { Body, MaterialId, Revision, Summary, Title } from "./Material.js"
+import { AddressableMaterialId, Body, Revision, Summary, Title } from "./Material.js"
 
 /**
  * The command: "please publish this material at this revision". A request, which the
@@ -10,7 +10,7 @@ import { Body, MaterialId, Revision, Summary, Title } from "./Material.js"
  * snake_case keys.
  */
 export class PublishMaterial extends Schema.Class<PublishMaterial>("PublishMaterial")({
-  materialId: Schema.propertySignature(MaterialId).pipe(Schema.fromKey("material_id")),
+  materialId: Schema.propertySignature(AddressableMaterialId).pipe(Schema.fromKey("material_id")),
   revision: Revision,
   title: Title,
   summary: Summary,

@@ -7,7 +7,7 @@ import { StatusView } from "../../app/status.js"
 import { JsonContentType, mediaType } from "../../domain/Envelope.js"
 import { describeCause, type FieldIssue, type PersistenceError } from "../../domain/errors.js"
 import { parseJsonBytes, truncate } from "../../domain/JsonInput.js"
-import { MaterialId, MaxBodyBytes } from "../../domain/Material.js"
+import { AddressableMaterialId, MaxBodyBytes } from "../../domain/Material.js"
 import { decodePublishMaterial, type IdempotencyKey } from "../../domain/PublishMaterial.js"
 import { Supervisor } from "../../ports/Supervisor.js"
 import { operationsAnswers } from "./OperationsHttpApi.js"
@@ -171,7 +171,7 @@ export const PublicationsLive = HttpApiBuilder.group(
             // The router has decoded the rest of the path; `.` and `..` segments in it
             // (encoded as %2e) are refused here, never resolved against the path.
             const id = (yield* HttpRouter.params)["*"] ?? ""
-            const valid = Schema.decodeUnknownEither(MaterialId)(id)
+            const valid = Schema.decodeUnknownEither(AddressableMaterialId)(id)
             if (Either.isLeft(valid)) {
               return yield* invalid([{
                 field: "material_id",

@@ -96,15 +96,21 @@ export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effec
  * A stored row that does not decode into its port's record (or a record that does not
  * encode into a row), or a query that always answers one row answering none, is a defect
  * (`Effect.die`), not a `PersistenceError`: the database holds what this code never
- * writes, and trying again cannot help. Callers see it as a defect of the operation (the
- * receiver, of that message's handling; the API, a 500).
+ * writes, and trying again cannot help. It is logged at error level with the parse error,
+ * which names the column; callers see a defect of the operation (the receiver, of that
+ * message's handling; the API, a 500). The records' rules are those of every version that
+ * wrote them (see `MaterialId` against `AddressableMaterialId`), so old rows still read.
  */
 export const rowDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.catchIf(
     effect,
     (error): error is Extract<E, ParseResult.ParseError | Cause.NoSuchElementException> =>
       ParseResult.isParseError(error) || Cause.isNoSuchElementException(error),
-    Effect.die
+    (error) =>
+      Effect.zipRight(
+        Effect.logError(`a stored row does not match its record: ${describeCause(error).slice(0, 1000)}`),
+        Effect.die(error)
+      )
   )
 
 const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
