@@ -1,7 +1,7 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AuditLog, AuditRecord } from "../../ports/AuditLog.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { CountRow, tableRow } from "./TableRow.js"
 
 const RecordRow = tableRow(AuditRecord, {
@@ -32,8 +32,8 @@ export const AuditLogSqlite = <Self>(database: DatabaseTag<Self, "audit">) =>
         execute: () => sql`SELECT COUNT(*) AS n FROM audit_records`
       })
       return {
-        append: (record) => append(record).pipe(rowDefect, persistence("audit.append")),
-        count: count(undefined).pipe(Effect.map((row) => row.n), rowDefect, persistence("audit.count"))
+        append: (record) => append(record).pipe(persistence("audit.append")),
+        count: count(undefined).pipe(Effect.map((row) => row.n), persistence("audit.count"))
       }
     })
   )

@@ -82,16 +82,6 @@ export const persistenceKind = (cause: unknown): PersistenceError["kind"] =>
     ? "constraint"
     : "unavailable"
 
-/** Maps any failure of a store operation to the port's `PersistenceError`, naming the operation. */
-export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.mapError(
-    effect,
-    (cause) =>
-      cause instanceof PersistenceError
-        ? cause
-        : new PersistenceError({ operation, kind: persistenceKind(cause), cause })
-  )
-
 /**
  * A stored row that does not decode into its port's record (or a record that does not
  * encode into a row), or a query that always answers one row answering none, is a defect
@@ -111,6 +101,19 @@ export const rowDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         Effect.logError(`a stored row does not match its record: ${describeCause(error).slice(0, 1000)}`),
         Effect.die(error)
       )
+  )
+
+/**
+ * Maps any failure of a store operation to the port's `PersistenceError`, naming the
+ * operation; a row that does not decode is a defect instead (`rowDefect`).
+ */
+export const persistence = (operation: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(
+    rowDefect(effect),
+    (cause) =>
+      cause instanceof PersistenceError
+        ? cause
+        : new PersistenceError({ operation, kind: persistenceKind(cause), cause })
   )
 
 const inboxTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -2,7 +2,7 @@ import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Envelope } from "../../domain/Envelope.js"
 import { LeaseHolder, Outbox, type OutboxMessage, OutboxState, PublishedRef } from "../../ports/Outbox.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { tableRow } from "./TableRow.js"
 
 const envelopeColumns = {
@@ -109,12 +109,10 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
         execute: () => sql`SELECT owner, expires_at FROM relay_lease WHERE name = ${LeaseName}`
       })
       return {
-        enqueue: (envelope, createdAtMs) =>
-          enqueue({ envelope, createdAtMs }).pipe(rowDefect, persistence("outbox.enqueue")),
+        enqueue: (envelope, createdAtMs) => enqueue({ envelope, createdAtMs }).pipe(persistence("outbox.enqueue")),
         pending: (limit, nowMs) =>
           pending({ limit, nowMs }).pipe(
             Effect.map((rows) => rows.map(toMessage)),
-            rowDefect,
             persistence("outbox.pending")
           ),
         reject: (rejections, atMs) =>
@@ -127,8 +125,7 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
                 WHERE message_id = ${r.messageId} AND published_at IS NULL`, { discard: true }).pipe(
               persistence("outbox.reject")
             ),
-        parked: (limit) =>
-          parked(limit).pipe(Effect.map((rows) => rows.map(toMessage)), rowDefect, persistence("outbox.parked")),
+        parked: (limit) => parked(limit).pipe(Effect.map((rows) => rows.map(toMessage)), persistence("outbox.parked")),
         // Counts the rows it released (RETURNING one row each).
         release: (messageIds) =>
           messageIds !== "all" && messageIds.length === 0 ? Effect.succeed(0) : sql`
@@ -148,7 +145,6 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
         publishedAt: (messageId) =>
           publishedAt(messageId).pipe(
             Effect.map(Option.map((row) => row.published_at)),
-            rowDefect,
             persistence("outbox.publishedAt")
           ),
         stats: (nowMs) =>
@@ -160,18 +156,16 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
               oldestPendingAgeMs: row.oldest === null ? null : Math.max(0, nowMs - row.oldest),
               publishedLastMinute: row.last_minute
             })),
-            rowDefect,
             persistence("outbox.stats")
           ),
         publishedPage: (afterSequence, publishedBeforeMs, limit) =>
           publishedPage({ afterSequence, beforeMs: publishedBeforeMs, limit }).pipe(
-            rowDefect,
             persistence("outbox.publishedPage")
           ),
         find: (messageIds) =>
           messageIds.length === 0
             ? Effect.succeed([])
-            : find(messageIds).pipe(Effect.map((rows) => rows.map(toMessage)), rowDefect, persistence("outbox.find")),
+            : find(messageIds).pipe(Effect.map((rows) => rows.map(toMessage)), persistence("outbox.find")),
         acquireLease: (owner, ttlMs, nowMs) =>
           Effect.zipRight(
             sql`
@@ -179,7 +173,7 @@ export const OutboxSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
               ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
               WHERE relay_lease.owner = excluded.owner OR relay_lease.expires_at <= ${nowMs}`,
             lease(undefined)
-          ).pipe(rowDefect, persistence("outbox.acquireLease")),
+          ).pipe(persistence("outbox.acquireLease")),
         releaseLease: (owner) =>
           sql`DELETE FROM relay_lease WHERE name = ${LeaseName} AND owner = ${owner}`.pipe(
             Effect.asVoid,

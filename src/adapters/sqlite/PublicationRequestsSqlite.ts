@@ -1,7 +1,7 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { PublicationRequest, PublicationRequests } from "../../ports/PublicationRequests.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { tableRow } from "./TableRow.js"
 
 const RequestRow = tableRow(PublicationRequest, {
@@ -38,9 +38,9 @@ export const PublicationRequestsSqlite = <Self>(database: DatabaseTag<Self, "api
         execute: (row) => sql`INSERT INTO publication_requests ${sql.insert(row)}`
       })
       return {
-        byKey: (key) => byKey(key).pipe(rowDefect, persistence("requests.byKey")),
-        byId: (requestId) => byId(requestId).pipe(rowDefect, persistence("requests.byId")),
-        insert: (request) => insert(request).pipe(rowDefect, persistence("requests.insert"))
+        byKey: (key) => byKey(key).pipe(persistence("requests.byKey")),
+        byId: (requestId) => byId(requestId).pipe(persistence("requests.byId")),
+        insert: (request) => insert(request).pipe(persistence("requests.insert"))
       }
     })
   )
