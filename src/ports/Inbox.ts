@@ -15,18 +15,19 @@ export const Receipt = Schema.Struct({
 })
 export interface Receipt extends Schema.Schema.Type<typeof Receipt> {}
 
-export interface InboxCounts {
-  readonly applied: number
-  readonly stale: number
+export const InboxCounts = Schema.Struct({
+  applied: Schema.Number,
+  stale: Schema.Number,
   /** Deliveries suppressed because a receipt already existed. */
-  readonly duplicates: number
+  duplicates: Schema.Number,
   /** When the last receipt with outcome `applied` was written (ms since the epoch), `null` if none. */
-  readonly lastAppliedAtMs: number | null
+  lastAppliedAtMs: Schema.NullOr(Schema.Number),
   /** Messages whose last failure sent them to a retry tier, with no receipt since. */
-  readonly retrying: number
+  retrying: Schema.Number,
   /** Messages the receiver dead-lettered, with no receipt since (a replay that applied clears it). */
-  readonly dead: number
-}
+  dead: Schema.Number
+})
+export interface InboxCounts extends Schema.Schema.Type<typeof InboxCounts> {}
 
 /** A delivery the receiver routed to a retry tier (`retrying`) or to its dead-letter queue (`dead`). */
 export const DeliveryFailure = Schema.Struct({

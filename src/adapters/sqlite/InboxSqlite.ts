@@ -1,7 +1,7 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
-import { DeliveryFailure, Inbox, Receipt } from "../../ports/Inbox.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { DeliveryFailure, Inbox, InboxCounts, Receipt } from "../../ports/Inbox.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { tableRow } from "./TableRow.js"
 
 const ReceiptRow = tableRow(Receipt, { messageId: "message_id", receivedAtMs: "received_at" })
@@ -11,13 +11,7 @@ const Key = Schema.Struct({ handler: Schema.String, messageId: Schema.String })
 // A list of message ids travels as one JSON array (json_each), so any number is one statement.
 const Keys = Schema.Struct({ handler: Schema.String, messageIds: Schema.parseJson(Schema.Array(Schema.String)) })
 
-const ReceiptCounts = Schema.Struct({
-  applied: Schema.Number,
-  stale: Schema.Number,
-  duplicates: Schema.Number,
-  last_applied: Schema.NullOr(Schema.Number)
-})
-const FailureCounts = Schema.Struct({ retrying: Schema.Number, dead: Schema.Number })
+const CountsRow = tableRow(InboxCounts, { lastAppliedAtMs: "last_applied" })
 const UnreceivedRow = Schema.Struct({
   id: Schema.String,
   state: Schema.NullOr(DeliveryFailure.fields.state),
@@ -55,27 +49,24 @@ export const InboxSqlite = <Self, S extends "catalog" | "audit">(database: Datab
           sql`SELECT message_id AS id FROM inbox
               WHERE handler = ${handler} AND message_id IN (SELECT value FROM json_each(${messageIds}))`
       })
-      const receiptCounts = SqlSchema.single({
+      // Both aggregates answer one row each, so their cross join is the one row of counts.
+      const counts = SqlSchema.single({
         Request: Schema.String,
-        Result: ReceiptCounts,
+        Result: CountsRow,
         execute: (handler) =>
-          sql`SELECT
-                COUNT(*) FILTER (WHERE outcome = 'applied')         AS applied,
-                COUNT(*) FILTER (WHERE outcome = 'stale')           AS stale,
-                COALESCE(SUM(duplicates), 0)                        AS duplicates,
-                MAX(received_at) FILTER (WHERE outcome = 'applied') AS last_applied
-              FROM inbox WHERE handler = ${handler}`
-      })
-      const failureCounts = SqlSchema.single({
-        Request: Schema.String,
-        Result: FailureCounts,
-        execute: (handler) =>
-          sql`SELECT
-                COUNT(*) FILTER (WHERE state = 'retrying') AS retrying,
-                COUNT(*) FILTER (WHERE state = 'dead')     AS dead
-              FROM delivery_failures f
-              WHERE f.handler = ${handler}
-                AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.handler = f.handler AND i.message_id = f.message_id)`
+          sql`SELECT * FROM
+              (SELECT
+                 COUNT(*) FILTER (WHERE outcome = 'applied')         AS applied,
+                 COUNT(*) FILTER (WHERE outcome = 'stale')           AS stale,
+                 COALESCE(SUM(duplicates), 0)                        AS duplicates,
+                 MAX(received_at) FILTER (WHERE outcome = 'applied') AS last_applied
+               FROM inbox WHERE handler = ${handler}),
+              (SELECT
+                 COUNT(*) FILTER (WHERE state = 'retrying') AS retrying,
+                 COUNT(*) FILTER (WHERE state = 'dead')     AS dead
+               FROM delivery_failures f
+               WHERE f.handler = ${handler}
+                 AND NOT EXISTS (SELECT 1 FROM inbox i WHERE i.handler = f.handler AND i.message_id = f.message_id))`
       })
       const noteFailures = SqlSchema.void({
         Request: Schema.Array(FailureRow),
@@ -95,36 +86,27 @@ export const InboxSqlite = <Self, S extends "catalog" | "audit">(database: Datab
               ORDER BY j.key`
       })
       return {
-        find: (handler, messageId) => find({ handler, messageId }).pipe(rowDefect, persistence("inbox.find")),
-        record: (receipt) => insert([receipt]).pipe(rowDefect, persistence("inbox.record")),
+        find: (handler, messageId) => find({ handler, messageId }).pipe(persistence("inbox.find")),
+        record: (receipt) => insert([receipt]).pipe(persistence("inbox.record")),
         received: (handler, messageIds) =>
           messageIds.length === 0 ?
             Effect.succeed(new Set<string>()) :
             received({ handler, messageIds }).pipe(
               Effect.map((rows): ReadonlySet<string> => new Set(rows.map((r) => r.id))),
-              rowDefect,
               persistence("inbox.received")
             ),
         recordAll: (receipts) =>
           receipts.length === 0
             ? Effect.void
-            : insert(receipts).pipe(rowDefect, persistence("inbox.recordAll")),
+            : insert(receipts).pipe(persistence("inbox.recordAll")),
         noteDuplicate: (handler, messageId) =>
           sql`UPDATE inbox SET duplicates = duplicates + 1 WHERE handler = ${handler} AND message_id = ${messageId}`
             .pipe(Effect.asVoid, persistence("inbox.noteDuplicate")),
-        counts: (handler) =>
-          Effect.zipWith(receiptCounts(handler), failureCounts(handler), (receipts, failures) => ({
-            applied: receipts.applied,
-            stale: receipts.stale,
-            duplicates: receipts.duplicates,
-            lastAppliedAtMs: receipts.last_applied,
-            retrying: failures.retrying,
-            dead: failures.dead
-          })).pipe(rowDefect, persistence("inbox.counts")),
+        counts: (handler) => counts(handler).pipe(persistence("inbox.counts")),
         noteFailures: (failures) =>
           failures.length === 0
             ? Effect.void
-            : noteFailures(failures).pipe(rowDefect, persistence("inbox.noteFailures")),
+            : noteFailures(failures).pipe(persistence("inbox.noteFailures")),
         unreceived: (handler, messageIds) =>
           messageIds.length === 0 ?
             Effect.succeed([]) :
@@ -137,7 +119,6 @@ export const InboxSqlite = <Self, S extends "catalog" | "audit">(database: Datab
                     : { handler, messageId: r.id, state: r.state, attempts: r.attempts ?? 0, atMs: r.at ?? 0 }
                 }))
               ),
-              rowDefect,
               persistence("inbox.unreceived")
             )
       }
