@@ -1,8 +1,7 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
-import { MaterialId } from "../../domain/Material.js"
 import { CatalogEntry, CatalogStore } from "../../ports/CatalogStore.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { CountRow, tableRow } from "./TableRow.js"
 
 const EntryRow = tableRow(CatalogEntry, {
@@ -22,7 +21,8 @@ export const CatalogStoreSqlite = <Self>(database: DatabaseTag<Self, "catalog">)
     Effect.gen(function*() {
       const { sql } = yield* database
       const get = SqlSchema.findOne({
-        Request: MaterialId,
+        // The port's type guarantees a MaterialId already: the key is not checked again per lookup.
+        Request: Schema.String,
         Result: EntryRow,
         execute: (materialId) => sql`SELECT * FROM catalog_entries WHERE material_id = ${materialId}`
       })
@@ -39,9 +39,9 @@ export const CatalogStoreSqlite = <Self>(database: DatabaseTag<Self, "catalog">)
         execute: () => sql`SELECT COUNT(*) AS n FROM catalog_entries`
       })
       return {
-        get: (materialId) => get(materialId).pipe(rowDefect, persistence("catalog.get")),
-        put: (entry) => put(entry).pipe(rowDefect, persistence("catalog.put")),
-        count: count(undefined).pipe(Effect.map((row) => row.n), rowDefect, persistence("catalog.count"))
+        get: (materialId) => get(materialId).pipe(persistence("catalog.get")),
+        put: (entry) => put(entry).pipe(persistence("catalog.put")),
+        count: count(undefined).pipe(Effect.map((row) => row.n), persistence("catalog.count"))
       }
     })
   )

@@ -1,8 +1,7 @@
 import { SqlSchema } from "@effect/sql"
-import { Effect, Layer } from "effect"
-import { MaterialId } from "../../domain/Material.js"
+import { Effect, Layer, Schema } from "effect"
 import { MaterialRevision, MaterialStore } from "../../ports/MaterialStore.js"
-import { type DatabaseTag, persistence, rowDefect } from "./Database.js"
+import { type DatabaseTag, persistence } from "./Database.js"
 import { tableRow } from "./TableRow.js"
 
 const MaterialRow = tableRow(MaterialRevision, {
@@ -22,7 +21,8 @@ export const MaterialStoreSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
     Effect.gen(function*() {
       const { sql } = yield* database
       const latest = SqlSchema.findOne({
-        Request: MaterialId,
+        // The port's type guarantees a MaterialId already: the key is not checked again per lookup.
+        Request: Schema.String,
         Result: MaterialRow,
         execute: (materialId) =>
           sql`SELECT * FROM materials WHERE material_id = ${materialId} ORDER BY revision DESC LIMIT 1`
@@ -32,8 +32,8 @@ export const MaterialStoreSqlite = <Self>(database: DatabaseTag<Self, "api">) =>
         execute: (row) => sql`INSERT INTO materials ${sql.insert(row)}`
       })
       return {
-        latest: (materialId) => latest(materialId).pipe(rowDefect, persistence("materials.latest")),
-        insert: (material) => insert(material).pipe(rowDefect, persistence("materials.insert"))
+        latest: (materialId) => latest(materialId).pipe(persistence("materials.latest")),
+        insert: (material) => insert(material).pipe(persistence("materials.insert"))
       }
     })
   )
