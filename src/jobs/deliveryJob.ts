@@ -162,14 +162,13 @@ interface Missing {
 const stillMissing = (handler: "catalog" | "audit", eventIds: ReadonlyArray<string>) =>
   Effect.flatMap(
     Inbox,
-    (inbox) => Effect.filter(eventIds, (id) => Effect.map(inbox.find(handler, id), Option.isNone))
+    (inbox) => Effect.map(inbox.received(handler, eventIds), (received) => eventIds.filter((id) => !received.has(id)))
   )
 
 /**
  * Polls both inboxes on `receiptPolling` until each holds a receipt for every one of
- * `eventIds`, or fails with `DeliveryJobFailed` once `deadline` has passed. Each poll asks
- * only for the receipts still missing, so the whole wait costs about one lookup per event
- * and receiver, not one per event, receiver and poll.
+ * `eventIds`, or fails with `DeliveryJobFailed` once `deadline` has passed. Each poll is
+ * one lookup per receiver (`Inbox.received`), for the receipts still missing only.
  */
 const awaitReceipts = (
   eventIds: ReadonlyArray<string>,
