@@ -8,6 +8,7 @@
 import type { ConsumeMessage } from "amqplib"
 import rascal, { type BrokerAsPromised } from "rascal"
 import type { RawPublish } from "../../src/adapters/amqp/AmqpPublisher.js"
+import { type Mark, mark } from "./RoundClock.js"
 
 export interface RascalTargets {
   readonly url: string
@@ -79,18 +80,19 @@ export const rascalPublish = (broker: BrokerAsPromised, messages: ReadonlyArray<
 
 /**
  * Subscribes, runs `work` on each message's parsed content and acks it, until `count` are
- * acked. Resolves with when the subscription started and when the last ack went out (ms).
+ * acked. Resolves with the marks (wall time and this process's CPU) when the subscription
+ * started and when the last ack went out, so that neither subscribing nor cancelling is counted.
  */
 export const rascalConsume = async (
   broker: BrokerAsPromised,
   count: number,
   work: (message: ConsumeMessage, content: unknown) => void
-): Promise<{ readonly startedAt: number; readonly endedAt: number }> => {
+): Promise<{ readonly started: Mark; readonly ended: Mark }> => {
   const subscription = await broker.subscribe(SubscriptionName)
-  const startedAt = Date.now()
+  const started = mark()
   let acked = 0
   try {
-    const endedAt = await new Promise<number>((resolve, reject) => {
+    const ended = await new Promise<Mark>((resolve, reject) => {
       subscription.on("error", reject)
       subscription.on("invalid_content", (error: unknown) => reject(error))
       subscription.on("message", (message: ConsumeMessage, content: unknown, ackOrNack: () => void) => {
@@ -100,10 +102,10 @@ export const rascalConsume = async (
           return reject(cause)
         }
         ackOrNack()
-        if (++acked === count) resolve(Date.now())
+        if (++acked === count) resolve(mark())
       })
     })
-    return { startedAt, endedAt }
+    return { started, ended }
   } finally {
     await subscription.cancel().catch(() => undefined)
   }

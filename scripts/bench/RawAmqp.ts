@@ -7,6 +7,7 @@
  */
 import * as amqp from "amqplib"
 import type { RawPublish } from "../../src/adapters/amqp/AmqpPublisher.js"
+import { type Mark, mark } from "./RoundClock.js"
 
 export interface RawSession {
   readonly connection: amqp.ChannelModel
@@ -79,8 +80,9 @@ export const publishEach = async (session: RawSession, messages: ReadonlyArray<R
 
 /**
  * Consumes `queue` with `prefetch` unacked deliveries (per consumer), acking each one
- * after `work` ran on it, until `count` are acked. Resolves with the time consumption
- * started (basic.consume answered) and the time the last ack was sent, in ms.
+ * after `work` ran on it, until `count` are acked. Resolves with the marks (wall time and
+ * this process's CPU) when consumption started (basic.consume answered) and when the last
+ * ack was sent, so that neither connecting nor closing is counted.
  */
 export const consumeCount = async (
   url: string,
@@ -88,15 +90,15 @@ export const consumeCount = async (
   prefetch: number,
   count: number,
   work: (message: amqp.ConsumeMessage) => void = () => {}
-): Promise<{ readonly startedAt: number; readonly endedAt: number }> => {
+): Promise<{ readonly started: Mark; readonly ended: Mark }> => {
   const connection = await amqp.connect(url)
   connection.on("error", () => {})
   try {
     const channel = await connection.createChannel()
     await channel.prefetch(prefetch, false)
     let acked = 0
-    let startedAt = 0
-    const endedAt = await new Promise<number>((resolve, reject) => {
+    let started = mark()
+    const ended = await new Promise<Mark>((resolve, reject) => {
       channel.consume(queue, (message) => {
         if (message === null) return reject(new Error(`consumer of ${queue} cancelled by the broker`))
         try {
@@ -105,13 +107,13 @@ export const consumeCount = async (
           return reject(cause)
         }
         channel.ack(message)
-        if (++acked === count) resolve(Date.now())
+        if (++acked === count) resolve(mark())
       }, { noAck: false }).then(() => {
-        startedAt = Date.now()
+        started = mark()
       }, reject)
     })
     await channel.close().catch(() => undefined)
-    return { startedAt, endedAt }
+    return { started, ended }
   } finally {
     await connection.close().catch(() => undefined)
   }

@@ -39,7 +39,7 @@ import {
 import { openRascal, rascalConsume } from "./RascalClient.js"
 import { consumeCount, openConfirmSession, publishStreaming } from "./RawAmqp.js"
 import { openRawCatalogStore, type RawCatalogStore } from "./RawCatalogStore.js"
-import { mark, resultOf } from "./RoundClock.js"
+import { type Mark, mark, resultOf } from "./RoundClock.js"
 import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-receiver"
@@ -120,15 +120,14 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
     let currentRound = 0
     const perMessageTx = (
       name: string,
-      consume: (store: RawCatalogStore) => Promise<{ readonly startedAt: number; readonly endedAt: number }>
+      consume: (store: RawCatalogStore) => Promise<{ readonly started: Mark; readonly ended: Mark }>
     ) =>
       Effect.scoped(Effect.flatMap(tempDir(name), (dir) =>
         attempt(name, async () => {
           const store = openRawCatalogStore(join(dir, "catalog.db"))
           try {
-            const cpu = process.cpuUsage()
             const t = await consume(store)
-            return resultOf(few, { at: t.startedAt, cpu }, { at: t.endedAt, cpu: process.cpuUsage() })
+            return resultOf(few, t.started, t.ended)
           } finally {
             store.close()
           }
@@ -152,9 +151,8 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
           Effect.zipRight(
             fill(many),
             attempt("raw consume", async () => {
-              const cpu = process.cpuUsage()
               const t = await consumeCount(broker.amqpUrl, queue, prefetch, many)
-              return resultOf(many, { at: t.startedAt, cpu }, { at: t.endedAt, cpu: process.cpuUsage() })
+              return resultOf(many, t.started, t.ended)
             })
           )
       },
@@ -224,7 +222,7 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
       figures,
       notes: [
         `The queue is purged and filled with the variant's messages (≈1 KiB, persistent, each a new material) before every variant; prefetch ${prefetch} for all.`,
-        "The kit's clock starts at its `consuming` log line and stops when a read-only connection sees the last receipt committed (polled every 5 ms); the baselines time basic.consume to their last ack. CPU per message is this process's (the broker's is not counted) over the same window; the baselines' includes opening their connection.",
+        "The kit's clock starts at its `consuming` log line and stops when a read-only connection sees the last receipt committed (polled every 5 ms); the baselines time basic.consume to their last ack. CPU per message is this process's (the broker's is not counted) over the same window: for every variant, neither connecting nor closing is counted.",
         `The per-message-transaction variants run ${few} messages a round: each commit waits for an fsync (synchronous = FULL), as the kit's batch commit does once per batch.`
       ],
       headline
