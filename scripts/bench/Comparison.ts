@@ -16,7 +16,8 @@ export interface Variant {
   readonly label: string
   /** What one round is, e.g. `50000 rows, window 100`. */
   readonly note: string
-  readonly round: () => Effect.Effect<RoundResult, BenchFailure | BenchBrokerError>
+  /** One round; `round` is its number, from 1. */
+  readonly round: (round: number) => Effect.Effect<RoundResult, BenchFailure | BenchBrokerError>
 }
 
 export interface Against {
@@ -28,21 +29,19 @@ export interface Against {
   readonly short: string
 }
 
-/** Runs `rounds` rounds of every variant, `prepare` before each; `onRound` is told the round's number first. */
+/** Runs `rounds` rounds of every variant, `prepare` before each. */
 export const runRounds = <E>(
   suite: string,
   rounds: number,
   variants: ReadonlyArray<Variant>,
-  prepare: Effect.Effect<void, E>,
-  onRound: (round: number) => void
+  prepare: Effect.Effect<void, E>
 ) =>
   Effect.gen(function*() {
     const results = new Map<string, Array<RoundResult>>(variants.map((v) => [v.name, []]))
     for (let round = 1; round <= rounds; round++) {
-      onRound(round)
       for (const variant of variants) {
         yield* prepare
-        const result = yield* variant.round()
+        const result = yield* variant.round(round)
         results.get(variant.name)!.push(result)
         yield* say(
           `${suite} round ${round}: ${variant.name} ${Math.round(result.rate)} msgs/s, ${

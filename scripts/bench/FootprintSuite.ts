@@ -14,9 +14,7 @@
  *   hold every receipt, each role's memory is read three times, a second apart.
  */
 import { Effect } from "effect"
-import type { Envelope } from "../../src/domain/Envelope.js"
 import { Outbox } from "../../src/ports/Outbox.js"
-import { Transaction } from "../../src/ports/Transaction.js"
 import { ApiStores } from "../../src/roles/databases.js"
 import { receiptCounts } from "./AppliedTimes.js"
 import type { BenchBroker } from "./BenchBroker.js"
@@ -25,31 +23,12 @@ import { say } from "./BenchLog.js"
 import { envelopes } from "./BenchMessages.js"
 import type { BenchOptions } from "./BenchOptions.js"
 import { type Figure, figure, type SuiteResult } from "./Figures.js"
-import { type KitSettings, settingsLayer } from "./KitInProcess.js"
+import { type KitSettings, settingsLayer, writeOutbox } from "./KitInProcess.js"
 import { closedLoop } from "./LoadGenerator.js"
 import { type RoleName, type RoleProcess, startRoleProcess } from "./RoleProcesses.js"
 import { tempDir } from "./TempDir.js"
 
 const Roles: ReadonlyArray<Exclude<RoleName, "all">> = ["api", "relay", "catalog", "audit"]
-const Chunk = 5_000
-
-/** Writes `rows` into the outbox as the API would, and parks them at once: the relay leaves them until they are released. */
-const parkedOutbox = (s: KitSettings, rows: ReadonlyArray<Envelope>) =>
-  Effect.gen(function*() {
-    const outbox = yield* Outbox
-    const transaction = yield* Transaction
-    const now = Date.now()
-    for (let i = 0; i < rows.length; i += Chunk) {
-      const chunk = rows.slice(i, i + Chunk)
-      yield* transaction.run(Effect.zipRight(
-        Effect.forEach(chunk, (row) => outbox.enqueue(row, now), { discard: true }),
-        outbox.reject(
-          chunk.map((row) => ({ messageId: row.messageId, error: "bench: parked until released", retryAtMs: null })),
-          now
-        )
-      ))
-    }
-  }).pipe(Effect.provide(ApiStores), Effect.provide(settingsLayer(s)))
 
 const releaseOutbox = (s: KitSettings) =>
   Effect.flatMap(Outbox, (outbox) => outbox.release("all")).pipe(
@@ -72,7 +51,7 @@ export const footprintSuite = (options: BenchOptions, broker: BenchBroker, proje
       yield* Effect.scoped(Effect.gen(function*() {
         const dataDir = yield* tempDir("footprint")
         const s: KitSettings = { amqpUrl: broker.amqpUrl, prefix: `bench-footprint-${round}`, dataDir }
-        if (last) yield* parkedOutbox(s, rows)
+        if (last) yield* writeOutbox(s, rows, { parked: true })
         const running = new Map<string, RoleProcess>()
         for (const role of Roles) {
           const p = yield* startRoleProcess(projectDir, role, s, { logDir: dataDir })

@@ -15,27 +15,20 @@
  */
 import type { ConsumeMessage } from "amqplib"
 import Sqlite from "better-sqlite3"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { join } from "node:path"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { databaseFile } from "../../src/adapters/sqlite/Database.js"
 import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
 import { type BenchBroker, purgeQueues } from "./BenchBroker.js"
-import { attempt, BenchFailure, orBenchFailure } from "./BenchFailure.js"
+import { attempt } from "./BenchFailure.js"
 import { envelopes, publishesOf } from "./BenchMessages.js"
 import { type BenchOptions, runs } from "./BenchOptions.js"
 import { compare, runRounds, type Variant } from "./Comparison.js"
 import { profiled } from "./CpuProfiler.js"
 import type { SuiteResult } from "./Figures.js"
-import {
-  declareKitTopology,
-  type KitSettings,
-  markerLogger,
-  settingsLayer,
-  settingsOf,
-  startRole
-} from "./KitInProcess.js"
+import { declareKitTopology, kitRound, type KitSettings, settingsOf } from "./KitInProcess.js"
 import { openRascal, rascalConsume } from "./RascalClient.js"
 import { consumeCount, openConfirmSession, publishStreaming } from "./RawAmqp.js"
 import { openRawCatalogStore, type RawCatalogStore } from "./RawCatalogStore.js"
@@ -44,7 +37,6 @@ import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-receiver"
 const ConsumingMarker = "consuming"
-const RoundTimeout = Duration.minutes(5)
 
 /** Polls `catalog.db` read-only until `count` receipts are committed; the time it saw them. */
 const untilReceipts = (file: string, count: number) =>
@@ -59,31 +51,6 @@ const untilReceipts = (file: string, count: number) =>
       })
     },
     (db) => Effect.sync(() => db.close())
-  )
-
-const kitRound = (
-  broker: BenchBroker,
-  count: number,
-  profile: <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-) =>
-  Effect.scoped(Effect.gen(function*() {
-    const s: KitSettings = { amqpUrl: broker.amqpUrl, prefix: Prefix, dataDir: yield* tempDir("receiver") }
-    const markers = markerLogger([ConsumingMarker])
-    return yield* Effect.gen(function*() {
-      const supervisor = yield* startRole(CatalogRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
-      const startedAt = yield* markers.at(ConsumingMarker)
-      const endedAt = yield* Effect.raceFirst(
-        untilReceipts(databaseFile(s.dataDir, "catalog"), count),
-        supervisor.failed
-      )
-      return resultOf(count, startedAt, endedAt)
-    }).pipe(profile)
-  })).pipe(
-    orBenchFailure("kit receiver"),
-    Effect.timeoutFail({
-      duration: RoundTimeout,
-      onTimeout: () => new BenchFailure({ what: "kit receiver", detail: "round timed out" })
-    })
   )
 
 /** The work of the raw variants: the event's JSON applied to a raw catalog store in one transaction. */
@@ -117,7 +84,6 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
     const many = sizes.receiverMessages
     const few = Math.min(sizes.receiverPerMessageTxMessages, many)
 
-    let currentRound = 0
     const perMessageTx = (
       name: string,
       consume: (store: RawCatalogStore) => Promise<{ readonly started: Mark; readonly ended: Mark }>
@@ -137,11 +103,18 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
         name: "kit",
         label: "kit catalog receiver (CatalogRole: batch transaction, inbox + entry)",
         note: `${many} msgs, prefetch ${prefetch}`,
-        round: () =>
-          Effect.zipRight(
-            fill(many),
-            kitRound(broker, many, profiled(options.cpuProfileDir, `receiver-kit-round${currentRound}`))
-          )
+        round: (n) =>
+          kitRound({
+            what: "kit receiver",
+            prefix: Prefix,
+            amqpUrl: broker.amqpUrl,
+            role: CatalogRole,
+            marker: ConsumingMarker,
+            count: many,
+            prepare: () => fill(many),
+            until: (s) => untilReceipts(databaseFile(s.dataDir, "catalog"), many),
+            profile: profiled(options.cpuProfileDir, `receiver-kit-round${n}`)
+          })
       },
       {
         name: "ceiling",
@@ -192,9 +165,7 @@ export const receiverSuite = (options: BenchOptions, broker: BenchBroker) =>
       }
     ]
     const variants = every.filter((v) => runs(options, v.name))
-    const results = yield* runRounds("receiver", sizes.rounds, variants, Effect.void, (round) => {
-      currentRound = round
-    })
+    const results = yield* runRounds("receiver", sizes.rounds, variants, Effect.void)
     yield* purgeQueues(broker, [queue])
     const { figures, ratios, headline } = compare("receiver", variants, results, [
       {

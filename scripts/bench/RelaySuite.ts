@@ -14,52 +14,25 @@
  * which routes it to both handler queues.
  */
 import Sqlite from "better-sqlite3"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { databaseFile } from "../../src/adapters/sqlite/Database.js"
-import type { Envelope } from "../../src/domain/Envelope.js"
 import { MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
-import { Outbox } from "../../src/ports/Outbox.js"
-import { Transaction } from "../../src/ports/Transaction.js"
-import { ApiStores } from "../../src/roles/databases.js"
 import { RelayRole } from "../../src/roles/relay.js"
 import { type BenchBroker, purgeQueues } from "./BenchBroker.js"
-import { attempt, BenchFailure, orBenchFailure } from "./BenchFailure.js"
+import { attempt } from "./BenchFailure.js"
 import { envelopes, publishesOf } from "./BenchMessages.js"
 import { type BenchOptions, runs } from "./BenchOptions.js"
 import { compare, runRounds, type Variant } from "./Comparison.js"
 import { profiled } from "./CpuProfiler.js"
 import type { SuiteResult } from "./Figures.js"
-import {
-  declareKitTopology,
-  type KitSettings,
-  markerLogger,
-  settingsLayer,
-  settingsOf,
-  startRole
-} from "./KitInProcess.js"
+import { declareKitTopology, kitRound, type KitSettings, settingsOf, writeOutbox } from "./KitInProcess.js"
 import { openRascal, rascalPublish } from "./RascalClient.js"
 import { openConfirmSession, publishEach, publishStreaming } from "./RawAmqp.js"
 import { mark, resultOf } from "./RoundClock.js"
-import { tempDir } from "./TempDir.js"
 
 const Prefix = "bench-relay"
 const LeaseMarker = "relay holds the lease"
-/** A round that takes longer than this failed. */
-const RoundTimeout = Duration.minutes(5)
-
-/** Writes the rows as the API would (`Outbox.enqueue`), 5,000 per transaction. */
-const preloadOutbox = (s: KitSettings, rows: ReadonlyArray<Envelope>) =>
-  Effect.gen(function*() {
-    const outbox = yield* Outbox
-    const transaction = yield* Transaction
-    const now = Date.now()
-    for (let i = 0; i < rows.length; i += 5_000) {
-      yield* transaction.run(
-        Effect.forEach(rows.slice(i, i + 5_000), (row) => outbox.enqueue(row, now), { discard: true })
-      )
-    }
-  }).pipe(Effect.provide(ApiStores), Effect.provide(settingsLayer(s)))
 
 /** Polls `api.db` read-only until no row is pending; the time it found none. */
 const untilNothingPending = (file: string) =>
@@ -75,29 +48,6 @@ const untilNothingPending = (file: string) =>
     (db) => Effect.sync(() => db.close())
   )
 
-const kitRound = (
-  broker: BenchBroker,
-  rows: ReadonlyArray<Envelope>,
-  profile: <A, E, R>(e: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-) =>
-  Effect.scoped(Effect.gen(function*() {
-    const s: KitSettings = { amqpUrl: broker.amqpUrl, prefix: Prefix, dataDir: yield* tempDir("relay") }
-    yield* preloadOutbox(s, rows)
-    const markers = markerLogger([LeaseMarker])
-    return yield* Effect.gen(function*() {
-      const supervisor = yield* startRole(RelayRole, settingsLayer(s)).pipe(Effect.provide(markers.layer))
-      const startedAt = yield* markers.at(LeaseMarker)
-      const endedAt = yield* Effect.raceFirst(untilNothingPending(databaseFile(s.dataDir, "api")), supervisor.failed)
-      return resultOf(rows.length, startedAt, endedAt)
-    }).pipe(profile)
-  })).pipe(
-    orBenchFailure("kit relay"),
-    Effect.timeoutFail({
-      duration: RoundTimeout,
-      onTimeout: () => new BenchFailure({ what: "kit relay", detail: "round timed out" })
-    })
-  )
-
 export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
   Effect.gen(function*() {
     const { sizes } = options
@@ -111,13 +61,23 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
     const rascalPublishes = publishes.slice(0, sizes.relayRascalMessages)
     const queues = [names.queue("catalog"), names.queue("audit")]
 
-    let currentRound = 0
     const every: ReadonlyArray<Variant> = [
       {
         name: "kit",
         label: "kit relay (RelayRole: OutboxSqlite + EventBusAmqp)",
         note: `${rows.length} rows, window ${window}`,
-        round: () => kitRound(broker, rows, profiled(options.cpuProfileDir, `relay-kit-round${currentRound}`))
+        round: (n) =>
+          kitRound({
+            what: "kit relay",
+            prefix: Prefix,
+            amqpUrl: broker.amqpUrl,
+            role: RelayRole,
+            marker: LeaseMarker,
+            count: rows.length,
+            prepare: (s) => writeOutbox(s, rows, { parked: false }),
+            until: (s) => untilNothingPending(databaseFile(s.dataDir, "api")),
+            profile: profiled(options.cpuProfileDir, `relay-kit-round${n}`)
+          })
       },
       {
         name: "ceiling",
@@ -177,9 +137,7 @@ export const relaySuite = (options: BenchOptions, broker: BenchBroker) =>
     ]
     const variants = every.filter((v) => runs(options, v.name))
 
-    const results = yield* runRounds("relay", sizes.rounds, variants, purgeQueues(broker, queues), (round) => {
-      currentRound = round
-    })
+    const results = yield* runRounds("relay", sizes.rounds, variants, purgeQueues(broker, queues))
     yield* purgeQueues(broker, queues)
     const { figures, ratios, headline } = compare("relay", variants, results, [
       {
