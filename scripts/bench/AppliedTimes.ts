@@ -15,11 +15,15 @@ import { BenchFailure } from "./BenchFailure.js"
 
 const Handlers: ReadonlyArray<HandlerName> = ["catalog", "audit"]
 
+/** A read-only connection to each receiver's database. */
+const openReaders = (dataDir: string) =>
+  Handlers.map((h) => [h, new Sqlite(databaseFile(dataDir, h), { readonly: true })] as const)
+
 const withReaders = <A>(
   dataDir: string,
   use: (dbs: ReadonlyArray<readonly [HandlerName, Sqlite.Database]>) => A
 ): A => {
-  const dbs = Handlers.map((h) => [h, new Sqlite(databaseFile(dataDir, h), { readonly: true })] as const)
+  const dbs = openReaders(dataDir)
   try {
     return use(dbs)
   } finally {
@@ -41,35 +45,37 @@ export const receiptCounts = (dataDir: string): Record<HandlerName, number> =>
 
 /**
  * Waits until both receivers hold a receipt for every one of `eventIds` (at most
- * `timeoutMs`), then returns when each was applied by both (ms since the epoch).
+ * `timeoutMs`), then returns when each was applied by both (ms since the epoch). One
+ * read-only connection per receiver for the whole wait, one query per receiver and poll.
  */
 export const appliedByBoth = (dataDir: string, eventIds: ReadonlyArray<string>, timeoutMs: number) =>
-  Effect.gen(function*() {
-    const ids = JSON.stringify(eventIds)
-    const count = (db: Sqlite.Database, handler: HandlerName) =>
-      db.prepare<[string, string], { n: number }>(
-        "SELECT COUNT(*) AS n FROM json_each(?) j JOIN inbox i ON i.handler = ? AND i.message_id = j.value"
-      ).get(ids, handler)?.n ?? 0
-    const deadline = Date.now() + timeoutMs
-    for (;;) {
-      const done = withReaders(dataDir, (dbs) => dbs.every(([h, db]) => count(db, h) >= eventIds.length))
-      if (done) break
-      if (Date.now() > deadline) {
-        return yield* new BenchFailure({
-          what: "e2e",
-          detail: `not every event was applied by both receivers within ${timeoutMs} ms`
+  Effect.acquireUseRelease(
+    Effect.sync(() => openReaders(dataDir)),
+    (dbs) =>
+      Effect.gen(function*() {
+        const ids = JSON.stringify(eventIds)
+        const receipts = dbs.map(([h, db]) => {
+          const query = db.prepare<[string, string], { id: string; at: number }>(
+            "SELECT j.value AS id, i.received_at AS at FROM json_each(?) j JOIN inbox i ON i.handler = ? AND i.message_id = j.value"
+          )
+          return () => query.all(ids, h)
         })
-      }
-      yield* Effect.sleep("100 millis")
-    }
-    return withReaders(dataDir, (dbs) => {
-      const at = new Map<string, number>()
-      for (const [h, db] of dbs) {
-        const rows = db.prepare<[string, string], { id: string; at: number }>(
-          "SELECT j.value AS id, i.received_at AS at FROM json_each(?) j JOIN inbox i ON i.handler = ? AND i.message_id = j.value"
-        ).all(ids, h)
-        for (const row of rows) at.set(row.id, Math.max(at.get(row.id) ?? 0, row.at))
-      }
-      return at
-    })
-  })
+        const deadline = Date.now() + timeoutMs
+        for (;;) {
+          const found = receipts.map((read) => read())
+          if (found.every((rows) => rows.length >= eventIds.length)) {
+            const at = new Map<string, number>()
+            for (const row of found.flat()) at.set(row.id, Math.max(at.get(row.id) ?? 0, row.at))
+            return at
+          }
+          if (Date.now() > deadline) {
+            return yield* new BenchFailure({
+              what: "e2e",
+              detail: `not every event was applied by both receivers within ${timeoutMs} ms`
+            })
+          }
+          yield* Effect.sleep("100 millis")
+        }
+      }),
+    (dbs) => Effect.sync(() => dbs.forEach(([, db]) => db.close()))
+  )
