@@ -32,7 +32,7 @@ import { type DeadLetterInfo, evaluate } from "./chaos/Invariants.js"
 import { LoadClients } from "./chaos/LoadClients.js"
 import { scanLogs } from "./chaos/LogScan.js"
 import { recoveryTimes } from "./chaos/RecoveryTimes.js"
-import { type RoleName, RoleNames, RoleProcess, rssOf } from "./chaos/RoleProcess.js"
+import { roleEnvironment, type RoleName, RoleNames, RoleProcess, rssOf } from "./chaos/RoleProcess.js"
 import { SeededRandom } from "./chaos/SeededRandom.js"
 import { waitForSteadyFlow } from "./chaos/SteadyFlow.js"
 import { planWorkload } from "./chaos/Workload.js"
@@ -77,13 +77,6 @@ const cleanup = () => (cleaning ??= (async () => {
   }
   await owned.broker?.destroy()
 })())
-
-/** The environment of a role: the parent's without any DOSTAVKA_ setting (none may point at the machine's broker), plus the run's. */
-const roleEnvironment = (settings: Record<string, string>): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("DOSTAVKA_")) env[k] = v
-  return { ...env, ...settings }
-}
 
 /** Runs the kit's CLI with `env`; resolves with its exit code, stdout and stderr (appended to `logFile`). */
 const runKit = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, logFile: string, timeoutMs = 60_000) =>

@@ -12,7 +12,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { closeSync, openSync, readFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { join } from "node:path"
-import { rssOf } from "../chaos/RoleProcess.js"
+import { roleEnvironment, rssOf } from "../chaos/RoleProcess.js"
 import { BenchFailure } from "./BenchFailure.js"
 
 export type RoleName = "api" | "relay" | "catalog" | "audit" | "all"
@@ -43,12 +43,6 @@ export const freePort = Effect.async<number>((resume) => {
     server.close(() => resume(Effect.succeed(port)))
   })
 })
-
-const environmentOf = (settings: Record<string, string>): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("DOSTAVKA_") && !k.startsWith("OTEL_")) env[k] = v
-  return { ...env, ...settings }
-}
 
 const isReady = async (port: number) => {
   try {
@@ -93,7 +87,7 @@ export const startProcess = (projectDir: string, spec: ProcessSpec) =>
         try {
           return spawn(process.execPath, [...spec.args], {
             cwd: projectDir,
-            env: environmentOf(spec.settings),
+            env: roleEnvironment(spec.settings),
             stdio: ["ignore", "ignore", fd]
           })
         } finally {

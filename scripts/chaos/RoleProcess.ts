@@ -46,6 +46,17 @@ export const rssOf = (pid: number): number | undefined => {
   }
 }
 
+/**
+ * The environment of a role process: the parent's without any `DOSTAVKA_` setting (none
+ * may point at the machine's broker or data) or `OTEL_` setting (no trace exporter the run
+ * did not ask for), plus `settings`.
+ */
+export const roleEnvironment = (settings: Record<string, string>): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("DOSTAVKA_") && !k.startsWith("OTEL_")) env[k] = v
+  return { ...env, ...settings }
+}
+
 export class RoleProcess {
   readonly incarnations: Array<Incarnation> = []
   private child: ChildProcess | undefined
