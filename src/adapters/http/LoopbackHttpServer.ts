@@ -17,6 +17,7 @@ import { Metrics } from "../../app/Metrics.js"
 import { truncate } from "../../domain/JsonInput.js"
 import { Ids } from "../../ports/Ids.js"
 import { Supervisor } from "../../ports/Supervisor.js"
+import { connectionLedger } from "./ConnectionLedger.js"
 import { OperationsHttpApi } from "./OperationsHttpApi.js"
 import {
   InvalidRequest,
@@ -34,7 +35,8 @@ export const RequestTimeoutMs = 30_000
 
 /**
  * How long a shutdown lets requests in progress finish, in ms. The listener closes at
- * once and idle keep-alive connections with it; answers written meanwhile carry
+ * once and idle keep-alive connections with it; a connection that gets a request
+ * meanwhile reads no further one and closes after the last answer it owes, which carries
  * `Connection: close`; what is still open after this is closed.
  */
 export const DrainTimeoutMs = 4_000
@@ -51,48 +53,14 @@ export class LoopbackServer extends Context.Tag("dostavka/LoopbackServer")<Loopb
   readonly ignoreUpgrades: Effect.Effect<void>
 }>() {}
 
-const reasonPhrase: Record<number, string> = {
-  400: "Bad Request",
-  408: "Request Timeout",
-  431: "Request Header Fields Too Large"
-}
-
-/**
- * Answers what Node's HTTP parser refuses before any handler runs (RFC 9457 bodies here
- * too): 431 for headers over Node's 16 KiB limit, 408 when the request did not arrive in
- * time, 400 for anything else malformed. Sent only while the socket is writable and no
- * answer has begun, as Node's own default does (Node, http.Server 'clientError').
- */
-const answerClientError = (requestTimeoutMs: number) => (error: Error & { readonly code?: string }, socket: Socket) => {
-  const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage
-  if (error.code === "ECONNRESET" || !socket.writable || pending?.headersSent) {
-    socket.destroy()
-    return
-  }
-  const status = error.code === "HPE_HEADER_OVERFLOW" ? 431 : error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400
-  const body = JSON.stringify({
-    type: `urn:dostavka:problem:${
-      status === 431 ? "headers-too-large" : status === 408 ? "request-timeout" : "malformed-request"
-    }`,
-    title: reasonPhrase[status],
-    status,
-    detail: status === 431
-      ? "the request's headers exceed 16 KiB"
-      : status === 408
-      ? `the request did not arrive within ${requestTimeoutMs} ms`
-      : `the request is not valid HTTP/1.1 (${truncate(error.code ?? error.message, 100)})`
-  })
-  socket.end(
-    `HTTP/1.1 ${status} ${reasonPhrase[status]}\r\nContent-Type: ${ProblemContentType}\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
-  )
-}
-
 /**
  * An HTTP/1.1 server on 127.0.0.1:`port` (0 picks a free one) with `LoopbackServer`.
- * Node's parser errors are answered by `answerClientError` and CONNECT with a 405; a
- * request whose headers or body take over `RequestTimeoutMs` gets its 408 within a
- * second of it; every request is counted, so that `drain` can wait for those in progress.
+ * Node's parser errors are answered with a problem (400, 408, 431) in their turn: on a
+ * pipelined connection, after every request received before the refused bytes has its
+ * answer, in order (RFC 9112 §9.3.2), then the connection closes (`connectionLedger`).
+ * CONNECT gets a 405. A request whose headers or body take over `requestTimeoutMs` (ms)
+ * gets its 408 within a second of it, or of the last earlier answer on its connection.
+ * Every request is counted, so that `drain` can wait for those in progress.
  */
 export const loopbackHttpServer = (port: number, requestTimeoutMs: number = RequestTimeoutMs) =>
   Layer.unwrapEffect(Effect.gen(function*() {
@@ -104,10 +72,8 @@ export const loopbackHttpServer = (port: number, requestTimeoutMs: number = Requ
       headersTimeout: requestTimeoutMs,
       connectionsCheckingInterval: 1_000
     })
-    let inFlight = 0
-    let draining = false
-    let idle: (() => void) | undefined
-    server.on("clientError", answerClientError(requestTimeoutMs))
+    const connections = connectionLedger(requestTimeoutMs)
+    server.on("clientError", connections.refused)
     // CONNECT asks for a tunnel, which this server never opens (RFC 9110 §9.3.6).
     server.on("connect", (_request, socket: Socket) => {
       const body = JSON.stringify({
@@ -121,30 +87,24 @@ export const loopbackHttpServer = (port: number, requestTimeoutMs: number = Requ
           `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
       )
     })
-    server.on("request", (_request, response) => {
-      inFlight++
-      if (draining) response.setHeader("connection", "close")
-      response.once("close", () => {
-        inFlight--
-        if (inFlight === 0) idle?.()
-      })
-    })
+    server.on("request", connections.received)
     const drain = Effect.async<void>((resume) => {
-      draining = true
       // Writes waiting for a database lock give up now, so their requests are answered (503) within the drain.
       if (Option.isSome(supervisor)) Effect.runSync(supervisor.value.beginStop)
       // Stops listening and, on Node ≥ 19, closes keep-alive connections that are idle.
       server.close()
       server.closeIdleConnections()
+      let finished = false
       const finish = () => {
+        if (finished) return
+        finished = true
         clearTimeout(timer)
-        idle = undefined
         server.closeAllConnections()
         resume(Effect.void)
       }
       const timer = setTimeout(finish, DrainTimeoutMs)
-      idle = finish
-      if (inFlight === 0) finish()
+      connections.beginDraining(finish)
+      if (connections.inFlight() === 0) finish()
     })
     const ignoreUpgrades = Effect.sync(() => {
       server.removeAllListeners("upgrade")
