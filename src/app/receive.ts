@@ -238,7 +238,10 @@ const decode = (
       })
     )
   }
-  if (decoded.right.eventId !== incoming.messageId) {
+  // The event's id is a canonical UUID (lower-case ASCII hex, RFC 9562 §4); a message_id
+  // is the same UUID exactly when its lower-case form equals it (no character outside
+  // ASCII lower-cases to a hex digit), and the inbox keys on that one form.
+  if (decoded.right.eventId !== incoming.messageId.toLowerCase()) {
     return Either.left(
       new IncompatibleMessage({
         errorTag: "UndecodableMessage.id-mismatch",
@@ -248,7 +251,7 @@ const decode = (
   }
   return Either.right({
     event: decoded.right,
-    message: { messageId: incoming.messageId, correlationId: incoming.correlationId ?? "" }
+    message: { messageId: decoded.right.eventId, correlationId: incoming.correlationId ?? "" }
   })
 }
 
@@ -289,7 +292,9 @@ export const judgeAll =
       // Failures are remembered beside the receipts (`Inbox.noteFailures`), so that
       // reconciliation does not count a message being retried or dead-lettered as lost.
       const noteOf = (i: number, verdict: Verdict): Array<DeliveryFailure> => {
-        const messageId = batch[i]!.messageId
+        // Under the inbox's key (the canonical event id) when the event was decoded, as it came otherwise.
+        const ok = decoded[i]!
+        const messageId = Either.isRight(ok) ? ok.right.message.messageId : batch[i]!.messageId
         if (messageId === undefined || messageId === "") return []
         if (verdict._tag === "Retry") {
           return [{ handler: handler.name, messageId, state: "retrying", attempts: verdict.attempts, atMs: startedAt }]

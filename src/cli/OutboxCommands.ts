@@ -66,7 +66,7 @@ const retry = Command.make(
         return yield* new UsageError({ detail: "give --id EVENT_ID (repeatable) or --all, one of them" })
       }
       const released = yield* Effect.flatMap(Transaction, (t) =>
-        t.run(Effect.flatMap(Outbox, (o) => o.release(all ? "all" : ids))))
+        t.run(Effect.flatMap(Outbox, (o) => o.release(all ? "all" : ids.map((id) => id.toLowerCase())))))
       yield* Console.log(
         json ? JSON.stringify({ released }) : `released ${released} parked row(s); the relay publishes them again now`
       )

@@ -1,6 +1,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import { UndecodableMessage } from "./errors.js"
 import { parseJsonBytes, truncate } from "./JsonInput.js"
+import { revisionLexemeIssue } from "./Material.js"
 import { decodeMaterialPublishedV1, encodeMaterialPublishedV1, MaterialPublishedV1 } from "./MaterialPublished.js"
 
 /**
@@ -74,9 +75,11 @@ export const MaxDetailLength = 1000
  * Decodes a received message into a known event.
  * Fails with `UndecodableMessage` when the type or schema version (a number in the
  * `x-schema-version` header) is unknown, the media type is not `application/json`, or
- * the body is not strict UTF-8, not JSON, nested deeper than `MaxJsonDepth`, or does
- * not match the schema (the detail names the field). Never throws, whatever the bytes
- * and properties; the detail is at most `MaxDetailLength` characters.
+ * (`bad-body`) the body is not strict UTF-8, not JSON, nested deeper than
+ * `MaxJsonDepth`, has a member name twice in one object (`parseJson`), has a `revision`
+ * not written as an integer literal (`revisionLexemeIssue`), or does not match the
+ * schema (the detail names the field). Never throws, whatever the bytes and properties;
+ * the detail is at most `MaxDetailLength` characters.
  */
 export const decodeEvent = (
   message: {
@@ -101,7 +104,10 @@ export const decodeEvent = (
   }
   const json = parseJsonBytes(message.body)
   if (Either.isLeft(json)) return Either.left(undecodable("bad-body", `the body ${json.left.message}`))
-  return decodeMaterialPublishedV1(json.right, { errors: "first" }).pipe(
+  const revision = json.right.numberLexemes.get("revision")
+  const written = revision === undefined ? undefined : revisionLexemeIssue(revision)
+  if (written !== undefined) return Either.left(undecodable("bad-body", `["revision"] ${written}`))
+  return decodeMaterialPublishedV1(json.right.value, { errors: "first" }).pipe(
     Either.mapLeft((error) => undecodable("bad-body", ParseResult.TreeFormatter.formatErrorSync(error)))
   )
 }

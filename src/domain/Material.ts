@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { truncate } from "./JsonInput.js"
 
 /** Length in Unicode code points, which is what a person means by "characters". */
 const codePoints = (s: string): number => {
@@ -44,13 +45,34 @@ export const AddressableMaterialId = MaterialId.pipe(
   })
 )
 
-/** A material's revision: an integer ≥ 1; a newer revision has a greater number. */
+/**
+ * A material's revision: an integer from 1 to 2^53−1 (9007199254740991, the largest
+ * integer an I-JSON receiver is expected to read exactly, RFC 7493 §2.2); a newer
+ * revision has a greater number. The bounds are checked before integrality, so a number
+ * too large to be exact is told it is too large, not that it is no integer.
+ */
 export const Revision = Schema.Number.pipe(
-  Schema.int({ message: () => "must be an integer" }),
   Schema.greaterThanOrEqualTo(1, { message: () => "must be at least 1" }),
+  Schema.lessThanOrEqualTo(Number.MAX_SAFE_INTEGER, { message: () => `must be at most ${Number.MAX_SAFE_INTEGER}` }),
+  Schema.int({ message: () => "must be an integer" }),
   Schema.brand("Revision")
 )
 export type Revision = typeof Revision.Type
+
+/**
+ * Why a revision written in JSON as `lexeme` (the number's text, RFC 8259 §6) is refused
+ * however it parses, or `undefined`: it must be an integer literal, an optional `-` and
+ * digits, with no fraction, no exponent, and not `-0`. `1.0`, `1e0`, `0.1e1` and
+ * `1.0000000000000001` all parse to 1, so only the text shows that the sender did not
+ * write the integer 1. Its value is then `Revision`'s to judge (`-3` is "at least 1",
+ * `142305660233966512` "at most 9007199254740991").
+ */
+export const revisionLexemeIssue = (lexeme: string): string | undefined =>
+  /^-?(?:0|[1-9][0-9]*)$/.test(lexeme) && lexeme !== "-0"
+    ? undefined
+    : `must be written as an integer, without a fraction, an exponent or a minus zero (it is written ${
+      truncate(lexeme, 40)
+    })`
 
 /** A title: 1–500 characters. */
 export const Title = wellFormedText.pipe(

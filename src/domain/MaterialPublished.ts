@@ -1,17 +1,22 @@
 import { Schema } from "effect"
+import { CanonicalUuid } from "./CanonicalUuid.js"
 import { AddressableMaterialId, Revision, Summary, Title } from "./Material.js"
+import { Rfc3339Instant } from "./Rfc3339Instant.js"
 
 /**
  * An event's id: a UUID, given by the API owner when it accepts a request; the message id
- * of the event on the bus and the key of every inbox.
+ * of the event on the bus and the key of every inbox. Read in any letter case and held in
+ * lower case (`CanonicalUuid`, RFC 9562 §4), so one event is one inbox key however a
+ * producer spelled it.
  */
-export const EventId = Schema.UUID.pipe(Schema.brand("EventId"))
+export const EventId = CanonicalUuid.pipe(Schema.brand("EventId", { identifier: "EventId" }))
 export type EventId = typeof EventId.Type
 
 /**
  * The fact: "material M was published at revision N". Immutable, past tense, versioned.
  * It carries no body: receivers that need it ask the API owner. On the wire it is the
- * JSON message body, snake_case keys, `published_at` an ISO 8601 UTC instant.
+ * JSON message body, snake_case keys, `published_at` an RFC 3339 date-time
+ * (`Rfc3339Instant`: read with any offset, written in UTC with milliseconds).
  */
 export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("MaterialPublishedV1")({
   eventId: Schema.propertySignature(EventId).pipe(Schema.fromKey("event_id")),
@@ -19,7 +24,7 @@ export class MaterialPublishedV1 extends Schema.Class<MaterialPublishedV1>("Mate
   revision: Revision,
   title: Title,
   summary: Summary,
-  publishedAt: Schema.propertySignature(Schema.Date).pipe(Schema.fromKey("published_at"))
+  publishedAt: Schema.propertySignature(Rfc3339Instant).pipe(Schema.fromKey("published_at"))
 }) {
   /** The message type, also the routing key. */
   static readonly type = "material.published.v1"

@@ -1,7 +1,8 @@
 import { Either, ParseResult, Schema } from "effect"
+import { CanonicalUuid } from "./CanonicalUuid.js"
 import { type FieldIssue, InvalidCommand } from "./errors.js"
-import { MaxListedIssues, truncate } from "./JsonInput.js"
-import { AddressableMaterialId, Body, Revision, Summary, Title } from "./Material.js"
+import { type JsonDocument, MaxListedIssues, truncate } from "./JsonInput.js"
+import { AddressableMaterialId, Body, Revision, revisionLexemeIssue, Summary, Title } from "./Material.js"
 
 /**
  * The command: "please publish this material at this revision". A request, which the
@@ -17,12 +18,24 @@ export class PublishMaterial extends Schema.Class<PublishMaterial>("PublishMater
   body: Body
 }) {}
 
-/** The idempotency key a client sends in the `Idempotency-Key` header: 1–200 printable ASCII characters. */
+/**
+ * The idempotency key a client sends in the `Idempotency-Key` header: 1–200 printable
+ * ASCII characters. Opaque: compared exactly as sent, letter case included, even when it
+ * looks like a UUID (`Key-1` and `key-1` are two keys), since only the client knows what
+ * it means.
+ */
 export const IdempotencyKey = Schema.String.pipe(
   Schema.pattern(/^[\x21-\x7e]{1,200}$/, { message: () => "must be 1–200 printable ASCII characters" }),
   Schema.brand("IdempotencyKey")
 )
 export type IdempotencyKey = typeof IdempotencyKey.Type
+
+/**
+ * The id the API gives a request it accepts (the `request_id` of its answer, the
+ * `correlation_id` of its event): a UUID, read in any letter case and held in lower case
+ * (`CanonicalUuid`, RFC 9562 §4), so a request is found however a client spelled its id.
+ */
+export const RequestId = CanonicalUuid.pipe(Schema.brand("RequestId", { identifier: "RequestId" }))
 
 /** The command's fields as a client spells them, in the order refusals list them, with their JSON types. */
 const fieldTypes = {
@@ -49,16 +62,19 @@ const boundIssues = (listed: ReadonlyArray<FieldIssue>, total: number): Readonly
 }
 
 /**
- * Decodes the JSON value of a request body into a `PublishMaterial`, reporting every bad
- * field (not only the first) by its wire name, e.g. `material_id`, unknown fields first.
- * Fails with `InvalidCommand`.
+ * Decodes a request body, parsed by `parseJson`, into a `PublishMaterial`, reporting every
+ * bad field (not only the first) by its wire name, e.g. `material_id`, unknown fields
+ * first. A `revision` must also be written as an integer literal (`revisionLexemeIssue`:
+ * `1.0` and `1e0` are refused, though they parse to 1); a document built otherwise than
+ * by `parseJson` has no lexemes, and only the value is judged. Fails with `InvalidCommand`.
  *
  * The cost of a refusal is linear in the input and its report is bounded: unknown keys
  * are counted in one pass before the schema sees the five known ones, at most
  * `MaxListedIssues` issues are listed, and each message is cut to `MaxIssueLength`. The
  * value is expected nested no deeper than `parseJson` allows.
  */
-export const decodePublishMaterial = (input: unknown): Either.Either<PublishMaterial, InvalidCommand> => {
+export const decodePublishMaterial = (document: JsonDocument): Either.Either<PublishMaterial, InvalidCommand> => {
+  const input = document.value
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
     return Either.left(new InvalidCommand({ issues: [{ field: "(body)", message: "must be a JSON object" }] }))
   }
@@ -81,6 +97,13 @@ export const decodePublishMaterial = (input: unknown): Either.Either<PublishMate
         message: `must be a ${fieldTypes[key]}, not ${Array.isArray(value) ? "an array" : "an object"}`
       })
       reported.add(key)
+    } else if (key === "revision" && typeof value === "number" && document.numberLexemes.has(key)) {
+      const written = revisionLexemeIssue(document.numberLexemes.get(key)!)
+      if (written === undefined) known[key] = value
+      else {
+        issues.push({ field: key, message: truncate(written) })
+        reported.add(key)
+      }
     } else {
       known[key] = value
     }

@@ -76,6 +76,44 @@ describe("the inbox", () => {
       })
     }).pipe(Effect.provide(ReceiverMemory)))
 
+  it.effect("the same event with message_id and event_id in upper, then lower case is applied once, then a duplicate", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event()
+      const shouted = MaterialMother.incomingInUpperCase(event)
+      expect(shouted.messageId).not.toBe(event.eventId)
+      expect(yield* judge(auditHandler, policy)(shouted)).toEqual(Verdict.Ack({ disposition: "applied" }))
+      expect(yield* judge(auditHandler, policy)(MaterialMother.incoming(event))).toEqual(
+        Verdict.Ack({ disposition: "duplicate" })
+      )
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, duplicates: 1 })
+      // The receipt is kept under the lower-case id, whatever spelling came first.
+      expect(Option.isSome(yield* Effect.flatMap(Inbox, (i) => i.find("audit", event.eventId)))).toBe(true)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("the two spellings of one event in one batch: applied once, one duplicate", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event()
+      const verdicts = yield* judgeAll(auditHandler, policy)([
+        MaterialMother.incoming(event),
+        MaterialMother.incomingInUpperCase(event)
+      ])
+      expect(verdicts.map((v) => v._tag === "Ack" && v.disposition)).toEqual(["applied", "duplicate"])
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a message_id in upper case with its event_id in lower case is the same id, not a mismatch", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event()
+      const upperId = MaterialMother.incoming(event, { messageId: event.eventId.toUpperCase() })
+      expect(yield* judge(catalogHandler, policy)(upperId)).toEqual(Verdict.Ack({ disposition: "applied" }))
+      const other = MaterialMother.incoming(event, { messageId: MaterialMother.eventId("other").toUpperCase() })
+      expect(yield* judge(catalogHandler, policy)(other)).toMatchObject({
+        _tag: "DeadLetter",
+        failure: { errorTag: "UndecodableMessage.id-mismatch" }
+      })
+    }).pipe(Effect.provide(ReceiverMemory)))
+
   it.effect("a failing effect leaves no receipt, so the retry applies it", () =>
     Effect.gen(function*() {
       const event = MaterialMother.event()

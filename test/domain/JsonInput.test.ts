@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, Option } from "effect"
 import {
   decodeUtf8,
   depthExceeds,
@@ -79,8 +79,81 @@ describe("bounded JSON input", () => {
 
   it("the shape scan skips brackets, commas and escaped quotes inside strings", () => {
     const tricky = JSON.stringify({ a: "[[[[,,,,\"]]]]{{", b: ["\\", "\"", "x,y"] })
-    expect(scanShape(tricky, 2, 3)).toBeUndefined()
+    expect(Either.isRight(scanShape(tricky, 2, 3))).toBe(true)
     expect(Either.isRight(parseJson(tricky))).toBe(true)
-    expect(scanShape(JSON.stringify({ a: [[1]] }), 2, 10)).toMatchObject({ reason: "too-deep" })
+    expect(Either.getLeft(scanShape(JSON.stringify({ a: [[1]] }), 2, 10))).toMatchObject(
+      Option.some({ reason: "too-deep" })
+    )
+  })
+})
+
+describe("member names (I-JSON, RFC 7493 §2.3)", () => {
+  const duplicateOf = (text: string) => {
+    const parsed = parseJson(text)
+    return Either.isLeft(parsed) && parsed.left.reason === "duplicate-name" ? parsed.left.message : "accepted"
+  }
+
+  it("refuses {\"revision\":1,\"revision\":9} instead of keeping the last member; text that is no JSON stays invalid-json", () => {
+    expect(duplicateOf("{\"revision\":1,\"revision\":9}")).toBe(
+      "has the member name \"revision\" twice in one object (I-JSON, RFC 7493 §2.3)"
+    )
+    // The parser judges syntax before the names are looked at.
+    expect(refusal(parseJson("{\"a\":1,\"a\":"))).toBe("invalid-json")
+    expect(refusal(parseJson("{\"a\",\"a\"}"))).toBe("invalid-json")
+  })
+
+  it.each([
+    ["an object in an object", "{\"a\":{\"b\":1,\"c\":2,\"b\":3}}", "b"],
+    ["the second object of an array", "[{\"x\":1},{\"x\":1,\"x\":2}]", "x"],
+    ["an object 32 levels deep", "[".repeat(31) + "{\"k\":1,\"k\":2}" + "]".repeat(31), "k"],
+    ["after a nested object closes", "{\"a\":1,\"o\":{\"a\":2},\"a\":3}", "a"],
+    ["names equal after unescaping", "{\"revision\":1,\"rev\\u0069sion\":9}", "revision"],
+    ["an escaped quote", "{\"a\\\"b\":1,\"a\\u0022b\":2}", "a\"b"],
+    ["an escaped solidus", "{\"a/b\":1,\"a\\/b\":2}", "a/b"],
+    ["a surrogate pair and its escapes", "{\"🐇\":1,\"\\ud83d\\udc07\":2}", "🐇"],
+    ["the empty name", "{\"\":1,\"\":2}", ""],
+    ["__proto__", "{\"__proto__\":1,\"__proto__\":2}", "__proto__"]
+  ])("refuses a duplicate in %s", (_, text, name) => {
+    expect(duplicateOf(text)).toBe(
+      `has the member name ${JSON.stringify(name)} twice in one object (I-JSON, RFC 7493 §2.3)`
+    )
+  })
+
+  it("a name again in a sibling object, at another depth, as a value or in another spelling is no duplicate", () => {
+    for (
+      const text of [
+        "[{\"x\":1},{\"x\":2}]",
+        "{\"a\":{\"a\":{\"a\":1}}}",
+        "{\"a\":\"b\",\"b\":\"a\"}",
+        "{\"a\":[\"a\",\"a\"]}",
+        "{\"Revision\":1,\"revision\":2}",
+        "{\"é\":1,\"e\\u0301\":2}" // two names: RFC 8259 §8.3 compares code units, without normalization
+      ]
+    ) expect(duplicateOf(text)).toBe("accepted")
+    expect(duplicateOf("[{\"x\":1},{\"x\":2,\"x\":3}]")).not.toBe("accepted")
+  })
+
+  it("a long duplicated name is cut to 100 characters in the message; 1,000 distinct long names pass", () => {
+    const name = "n".repeat(100_000)
+    const message = duplicateOf(`{"${name}":1,"${name}":2}`)
+    expect(message).toBe(`has the member name "${"n".repeat(99)}…" twice in one object (I-JSON, RFC 7493 §2.3)`)
+    const names = Array.from({ length: MaxJsonMembers }, (_, i) => `${i}`.padStart(5_000, "k"))
+    expect(refusal(parseJson(`{${names.map((n) => `"${n}":0`).join(",")}}`))).toBe("accepted")
+  })
+})
+
+describe("number lexemes of the top-level object", () => {
+  it("records the text of each number that is a direct member, as written, and nothing deeper", () => {
+    const parsed = parseJson(
+      "{\"revision\" : 0.1e1, \"n\":-0,\"big\":142305660233966512, \"o\":{\"deep\":1.0}, \"a\":[2.0], \"s\":\"3\", \"t\":true}"
+    )
+    expect(Either.map(parsed, (d) => Object.fromEntries(d.numberLexemes))).toEqual(
+      Either.right({ revision: "0.1e1", n: "-0", big: "142305660233966512" })
+    )
+  })
+
+  it("records none for a document that is not an object", () => {
+    expect(Either.map(parseJson("[1.0, {\"a\": 2}]"), (d) => d.numberLexemes.size)).toEqual(Either.right(0))
+    expect(Either.map(parseJson("1.0"), (d) => d.numberLexemes.size)).toEqual(Either.right(0))
   })
 })

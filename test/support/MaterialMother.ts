@@ -54,5 +54,14 @@ export const MaterialMother = {
       fromEventsExchange: true,
       ...overrides
     }
+  },
+  /**
+   * `event` as a producer that writes UUIDs in upper case would send it: its `message_id`
+   * and its body's `event_id` in upper case (RFC 9562 §4 makes them the same UUID).
+   */
+  incomingInUpperCase: (event: MaterialPublishedV1, overrides: Partial<IncomingMessage> = {}): IncomingMessage => {
+    const upper = event.eventId.toUpperCase()
+    const body = MaterialMother.envelope(event).body.replace(`"event_id":"${event.eventId}"`, `"event_id":"${upper}"`)
+    return MaterialMother.incoming(event, { messageId: upper, body: Buffer.from(body, "utf8"), ...overrides })
   }
 }

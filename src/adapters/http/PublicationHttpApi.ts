@@ -1,7 +1,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { MaxBodyBytes } from "../../domain/Material.js"
-import { IdempotencyKey, PublishMaterial } from "../../domain/PublishMaterial.js"
+import { IdempotencyKey, PublishMaterial, RequestId } from "../../domain/PublishMaterial.js"
 import { OperationsGroup } from "./OperationsHttpApi.js"
 import { StatusWire } from "./StatusWire.js"
 
@@ -181,8 +181,18 @@ const publish = HttpApiEndpoint.post("publish", "/v1/publications")
       "Idempotency-Key with the same body answers the same ids again with `Idempotent-Replayed: true`, and writes nothing."
   )
 
+/**
+ * The `request_id` of `GET /v1/publications/{request_id}`: a UUID in any letter case is
+ * read in its canonical lower-case form (`RequestId`, RFC 9562 §4), the one the API
+ * answers with, so `25248F40-…` finds the request `25248f40-…`; anything else is kept as
+ * it is, and no request has it (404).
+ */
+const RequestIdSegment = Schema.Union(RequestId, Schema.String).annotations({
+  description: "the request_id a 202 answered with; a UUID, in either letter case"
+})
+
 const getPublication = HttpApiEndpoint.get("getPublication", "/v1/publications/:request_id")
-  .setPath(Schema.Struct({ request_id: Schema.String }))
+  .setPath(Schema.Struct({ request_id: RequestIdSegment }))
   .addSuccess(PublicationView)
   .addError(notFound)
   .addError(storageUnavailable)

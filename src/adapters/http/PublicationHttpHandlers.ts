@@ -79,9 +79,10 @@ const unavailable = (role: string) => (error: PersistenceError) =>
 
 /**
  * `POST /v1/publications`: the checks in the order a client can fix them (media type,
- * size, strict UTF-8 JSON nested at most `MaxJsonDepth`, the body field's size, the
- * fields), then `publishMaterial`. Every refusal is bounded in size and costs time linear
- * in the request.
+ * size, strict UTF-8 JSON nested at most `MaxJsonDepth` with no member name twice in an
+ * object, each a `(body)` issue; the body field's size; the fields, `revision` written as
+ * an integer literal), then `publishMaterial`. Every refusal is bounded in size and costs
+ * time linear in the request.
  */
 const publish = (request: HttpServerRequest.HttpServerRequest, idempotencyKey: IdempotencyKey) =>
   Effect.gen(function*() {
@@ -100,8 +101,8 @@ const publish = (request: HttpServerRequest.HttpServerRequest, idempotencyKey: I
     const bytes = yield* readBody(request, MaxRequestBytes)
     const json = parseJsonBytes(bytes)
     if (Either.isLeft(json)) return yield* invalid([{ field: "(body)", message: json.left.message }])
-    const body = typeof json.right === "object" && json.right !== null
-      ? (json.right as { body?: unknown }).body
+    const body = typeof json.right.value === "object" && json.right.value !== null
+      ? (json.right.value as { body?: unknown }).body
       : undefined
     if (typeof body === "string" && Buffer.byteLength(body, "utf8") > MaxBodyBytes) {
       const detail = `body is ${Buffer.byteLength(body, "utf8")} bytes of UTF-8; at most ${MaxBodyBytes} are accepted`
