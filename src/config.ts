@@ -39,6 +39,7 @@ import type { HandlerName } from "./domain/HandlerName.js"
  * | DOSTAVKA_<HANDLER>_RETRY_DELAYS_MS, DOSTAVKA_<HANDLER>_MAX_ATTEMPTS | the two above | the same for one handler (CATALOG, AUDIT) |
  * | DOSTAVKA_RELAY_PARK_AFTER | 10 | rejections (returned or nacked) of an outbox row before it is parked |
  * | DOSTAVKA_TRUSTED_PUBLISHER | (none) | when set, receivers dead-letter events whose `user_id` is not this broker user |
+ * | DOSTAVKA_MAX_EVENT_BYTES | 65536 | the largest message body a receiver decodes (1 KiB–64 MiB); a larger one is dead-lettered as `incompatible` unread |
  * | DOSTAVKA_HEALTH_PORT | (none) | when set, a relay or receiver process serves /healthz, /readyz and /metrics on 127.0.0.1 at this port |
  * | DOSTAVKA_MANAGEMENT_URL | http://<broker host>:15672 | RabbitMQ management HTTP API, for queue figures in the status view; without user info, the broker URL's user logs in; redacted |
  * | DOSTAVKA_TOPOLOGY_CHECK_MS | 30000 | how often the relay re-verifies its exchange, and each receiver its queues and bindings, restoring what is missing |
@@ -71,6 +72,8 @@ export interface SettingsShape {
   readonly parkAfter: number
   /** The broker user whose `user_id` events must carry, or `None` to accept any. */
   readonly trustedPublisher: Option.Option<string>
+  /** The largest message body a receiver decodes, in bytes. */
+  readonly maxEventBytes: number
   /** Where a relay or receiver process serves its health and metrics endpoints; `None`: nowhere. */
   readonly healthPort: Option.Option<number>
   /** The management HTTP API's base URL, or `None` for the broker's host on port 15672 (see `managementUrlOf`). */
@@ -237,6 +240,7 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   }),
   parkAfter: integer("DOSTAVKA_RELAY_PARK_AFTER", 10, 1, 1_000),
   trustedPublisher: Config.string("DOSTAVKA_TRUSTED_PUBLISHER").pipe(Config.option),
+  maxEventBytes: integer("DOSTAVKA_MAX_EVENT_BYTES", 64 * 1024, 1024, 64 * 1024 * 1024, " (bytes)"),
   healthPort: Config.string("DOSTAVKA_HEALTH_PORT").pipe(
     Config.option,
     Config.mapOrFail((text) =>

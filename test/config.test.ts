@@ -39,8 +39,9 @@ describe("reconnectPolicy", () => {
       }
       expect(Math.max(...gaps)).toBeLessThanOrEqual(4_800)
       expect(gaps.slice(-20).every((g) => g >= 3_200 && g <= 4_800)).toBe(true)
-      // About one attempt every 4 s while the broker is away: no storm.
-      expect(gaps.length).toBeLessThan(80)
+      // About one attempt every 4 s while the broker is away, never closer than 3.2 s once capped:
+      // no storm. (75 on average over 5 minutes; jitter alone may take it past 80.)
+      expect(gaps.length).toBeLessThanOrEqual(5 + Math.ceil(300_000 / 3_200))
     }))
 })
 

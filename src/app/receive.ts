@@ -155,7 +155,20 @@ export interface IncomingMessage {
   readonly fromEventsExchange: boolean
   /** The `traceparent` header as received (W3C Trace Context), if any: the parent of the receiver's span. */
   readonly traceparent?: unknown
+  /** Why its header table could not be decoded (an unknown type, nested too deep, a name given twice), when it could not. */
+  readonly headersRefused?: string
 }
+
+/** What a receiver accepts before it decodes a delivery. */
+export interface ReceiveLimits {
+  /** With a value, an event that came straight from the events exchange must carry this broker user as its `user_id` (see `untrusted`). */
+  readonly trustedPublisher: Option.Option<string>
+  /** The largest body it decodes, in bytes; a larger one is incompatible before it is read as text. */
+  readonly maxEventBytes: number
+}
+
+/** No publisher check, and events up to 64 KiB: the defaults of `DOSTAVKA_TRUSTED_PUBLISHER` and `DOSTAVKA_MAX_EVENT_BYTES`. */
+export const DefaultReceiveLimits: ReceiveLimits = { trustedPublisher: Option.none(), maxEventBytes: 64 * 1024 }
 
 /** The consumer's instruction for one delivery. */
 export type Verdict = Data.TaggedEnum<{
@@ -216,6 +229,24 @@ const untrusted = (
     })
     : undefined
 
+/**
+ * What makes a delivery incompatible before its body is looked at: a header table that
+ * could not be decoded, or a body over `maxEventBytes` (an event carries no material body,
+ * so a large one is not an event; refusing it by its length never reads it into a string).
+ */
+const unreadable = (incoming: IncomingMessage, maxEventBytes: number): IncompatibleMessage | undefined =>
+  incoming.headersRefused !== undefined
+    ? new IncompatibleMessage({
+      errorTag: "UndecodableMessage.bad-headers",
+      detail: `its header table cannot be decoded: ${incoming.headersRefused}`
+    })
+    : incoming.body.byteLength > maxEventBytes
+    ? new IncompatibleMessage({
+      errorTag: "UndecodableMessage.too-large",
+      detail: `its body is ${incoming.body.byteLength} bytes; an event is at most ${maxEventBytes}`
+    })
+    : undefined
+
 /** Decodes a delivery into the event it carries, or says why it is incompatible. */
 const decode = (
   incoming: IncomingMessage
@@ -258,8 +289,10 @@ const decode = (
 /**
  * Decides what becomes of a batch of deliveries for `handler` (group commit), in their
  * order:
- * - one from a publisher that is not `trustedPublisher` (when set, see `untrusted`) is
- *   dead-lettered at once as `untrusted-publisher`;
+ * - one from a publisher that is not `limits.trustedPublisher` (when set, see
+ *   `untrusted`) is dead-lettered at once as `untrusted-publisher`;
+ * - one whose header table could not be decoded, or whose body is over
+ *   `limits.maxEventBytes`, is dead-lettered at once as `incompatible`;
  * - an incompatible one (an unknown type or version, a non-JSON content type, a body that
  *   fails the schema, a missing `message_id`, or one that is not the event's `event_id`)
  *   is dead-lettered at once;
@@ -278,12 +311,12 @@ const decode = (
  * Never fails; an interruption interrupts.
  */
 export const judgeAll =
-  <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
+  <R>(handler: Handler<R>, policy: RetryPolicy, limits: ReceiveLimits = DefaultReceiveLimits) =>
   (batch: ReadonlyArray<IncomingMessage>): Effect.Effect<ReadonlyArray<Verdict>, never, R | Transaction | Inbox> =>
     Effect.gen(function*() {
       const transaction = yield* Transaction
       const decoded = batch.map((incoming) => {
-        const refusal = untrusted(incoming, trustedPublisher)
+        const refusal = untrusted(incoming, limits.trustedPublisher) ?? unreadable(incoming, limits.maxEventBytes)
         return refusal === undefined ? decode(incoming) : Either.left(refusal)
       })
       const receivable = decoded.flatMap((d, i) => (Either.isRight(d) ? [[i, d.right] as const] : []))
@@ -397,6 +430,5 @@ export const judgeAll =
 
 /** `judgeAll` for one delivery. */
 export const judge =
-  <R>(handler: Handler<R>, policy: RetryPolicy, trustedPublisher: Option.Option<string> = Option.none()) =>
-  (incoming: IncomingMessage) =>
-    Effect.map(judgeAll(handler, policy, trustedPublisher)([incoming]), (verdicts) => verdicts[0]!)
+  <R>(handler: Handler<R>, policy: RetryPolicy, limits: ReceiveLimits = DefaultReceiveLimits) =>
+  (incoming: IncomingMessage) => Effect.map(judgeAll(handler, policy, limits)([incoming]), (verdicts) => verdicts[0]!)

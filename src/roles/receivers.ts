@@ -29,6 +29,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
       const settings = yield* Settings
       const topology = topologyPlanOf(settings, handler.name)
       const policy = settings.retry[handler.name]
+      const limits = { trustedPublisher: settings.trustedPublisher, maxEventBytes: settings.maxEventBytes }
       yield* declareAtStart(`${handler.name}-setup`, handler.name)
       yield* keepTopology(`${handler.name}-topology`, handler.name)
       const copies = yield* makeAmqpPublisher({
@@ -56,7 +57,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
           handler: handler.name,
           retryDelays: policy.delays,
           prefetch: settings.prefetch,
-          decide: (batch) => Effect.provide(judgeAll(handler, policy, settings.trustedPublisher)(batch), context),
+          decide: (batch) => Effect.provide(judgeAll(handler, policy, limits)(batch), context),
           copies,
           requeueDelay: copyRequeueDelay,
           maxHandBacks: 3,

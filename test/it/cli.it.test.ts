@@ -114,6 +114,69 @@ describe("the command line", () => {
     120_000
   )
 
+  it.scopedLive(
+    "what comes off the bus cannot act on the operator's terminal; --limit below 1 is a usage error; purge --head removes the head whatever it holds",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("cli-esc")
+        yield* cleanupTopology(prefix)
+        yield* startRoles(CatalogRole, testSettings(prefix, dir))
+        const names = namesOf(prefix)
+        const hostile = "evil\u001b[31m\r\u009b2J\u202e"
+        yield* publishRaw(amqpUrl, [{
+          exchange: names.exchange,
+          routingKey: "material.published.v1",
+          content: Buffer.from(`{bad ${hostile}`),
+          options: {
+            messageId: hostile,
+            type: `material.published.v1${hostile}`,
+            contentType: "application/json",
+            headers: { "x-schema-version": 1 }
+          }
+        }])
+        yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 1)
+        const env = { DOSTAVKA_PREFIX: prefix, DOSTAVKA_DATA_DIR: dir }
+        // One at a time: a reader holds the letters it has read until it puts them back.
+        const outputs = yield* Effect.all([
+          dostavka(["dead", "list", "--handler", "catalog"], env),
+          dostavka(["dead", "list", "--handler", "catalog", "--json"], env),
+          dostavka(["dead", "show", "--handler", "catalog", "--id", hostile], env),
+          dostavka(["dead", "show", "--handler", "catalog", "--id", hostile, "--json"], env)
+        ])
+        for (const [i, output] of outputs.entries()) {
+          expect(output.code).toBe(0)
+          // eslint-disable-next-line no-control-regex -- no control character may reach the terminal
+          expect(output.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/)
+          expect(output.stdout).toContain(i % 2 === 0 ? "\\x1b[31m" : "\\u001b[31m")
+        }
+        expect(JSON.parse(outputs[3]!.stdout)).toMatchObject({ message_id: hostile, body: `{bad ${hostile}` })
+        for (const limit of ["0", "-1"]) {
+          const refused = yield* dostavka(["dead", "list", "--handler", "catalog", "--limit", limit], env)
+          expect(refused).toMatchObject({
+            code: 2,
+            stderr: `dostavka: --limit ${limit} shows nothing: give 1 or more\n`
+          })
+        }
+        const unknown = Array.from({ length: 100 }, (_, i) => `unknown-${i}`)
+        const missed = yield* dostavka([
+          "dead",
+          "replay",
+          "--handler",
+          "catalog",
+          ...unknown.flatMap((id) => ["--id", id])
+        ], env)
+        expect(missed.stdout).toContain("not found: 100: unknown-0, unknown-1,")
+        expect(missed.stdout).toContain("unknown-19 and 80 more\n")
+        expect(missed.stdout).not.toContain("unknown-20")
+        const purged = yield* dostavka(["dead", "purge", "--handler", "catalog", "--head", "--yes"], env)
+        expect(purged).toMatchObject({ code: 0, stderr: "" })
+        expect(purged.stdout).toContain("purged 1 dead letter(s) of catalog: evil\\x1b[31m")
+        expect(yield* depthOf(amqpUrl, names.deadQueue("catalog"))).toBe(0)
+      }),
+    120_000
+  )
+
   it.live(
     "a broker that refuses the login stops a role at start with one line, instead of retrying forever",
     () =>

@@ -298,6 +298,7 @@ describe("dead letters and deliberate replay", () => {
             l.messageId
           ),
           failed: [],
+          undecodable: [],
           notFound: []
         })
         yield* eventually(
@@ -336,7 +337,7 @@ describe("dead letters and deliberate replay", () => {
         deadLetters,
         (d) => d.replay("catalog", DeadLetterSelection.Ids({ ids: [b!.messageId, "nope"] }), { dryRun: false })
       )
-      expect(replayed).toEqual({ moved: [b!.messageId], failed: [], notFound: ["nope"] })
+      expect(replayed).toEqual({ moved: [b!.messageId], failed: [], undecodable: [], notFound: ["nope"] })
       yield* eventually(Effect.sync(() => countRows(dir, "catalog", "inbox")), (n) => n === 1)
       expect(query(dir, "catalog", "SELECT message_id FROM inbox")).toEqual([{ message_id: b!.messageId }])
       expect(yield* depthOf(amqpUrl, names.queue("audit"))).toBe(0)
@@ -457,7 +458,8 @@ describe("crashes on the failure path", () => {
             handler: "catalog",
             failure: new TransientFailure({ errorTag: "PersistenceError.unavailable", detail: "test" }),
             attempts: 1,
-            nowMs: Date.now()
+            nowMs: Date.now(),
+            kitHeadersTrusted: false
           },
           names.handlerExchange("catalog"),
           HandlerRoutes.retry(testRetry.delays[0]!)

@@ -1,7 +1,29 @@
 import type { ConsumeMessage, Message, Options, Replies } from "amqplib"
-import { Layer } from "effect"
+import { Either, Layer } from "effect"
 import { EventEmitter } from "node:events"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
 import { AmqpClient, type AmqpConfirmChannel, type AmqpConnection } from "../../src/adapters/amqp/AmqpClient.js"
+import { decodeFieldTable, type FieldRecord } from "../../src/adapters/amqp/FieldTable.js"
+
+const amqplibCodec = createRequire(import.meta.url)(
+  join(dirname(createRequire(import.meta.url).resolve("amqplib")), "lib", "codec.js")
+) as { encodeTable: (buffer: Buffer, table: object, offset: number) => number }
+
+/** `properties` with its `headers` also as the patched amqplib's `rawHeaders`: the table's entries, encoded by amqplib. */
+export const withRawHeaders = <P extends { headers?: object | undefined }>(properties: P): P => {
+  if (properties.headers === undefined) return properties
+  const scratch = Buffer.alloc(1024 * 1024)
+  const size = amqplibCodec.encodeTable(scratch, properties.headers, 0)
+  return Object.defineProperty({ ...properties }, "rawHeaders", { value: Buffer.from(scratch.subarray(4, size)) })
+}
+
+/** The headers a fake publish carried, decoded: the copies' tables come as encoded bytes (`encodeFieldTable`). */
+export const publishedHeaders = (publish: FakePublish): FieldRecord => {
+  const headers = publish.options.headers as unknown
+  if (!Buffer.isBuffer(headers)) return (headers ?? {}) as FieldRecord
+  return Either.getOrThrow(decodeFieldTable(headers.subarray(4))).values
+}
 
 /** One publish a fake confirm channel received, with the callback it owes a confirm to. */
 export interface FakePublish {
@@ -92,7 +114,11 @@ export class FakeChannel extends EventEmitter {
     this.emit("return", { properties: { messageId: this.published[i]!.options.messageId } })
     this.confirm(i)
   }
-  /** A delivery on the consumer, with the next delivery tag. */
+  /**
+   * A delivery on the consumer, with the next delivery tag. Its `headers` reach the code
+   * under test as the patched amqplib delivers them: encoded, in `rawHeaders` (amqplib's
+   * own encoder writes them, so numbers take the types amqplib picks).
+   */
   deliver(content: Buffer, properties: Partial<Message["properties"]> = {}, fields: Partial<Message["fields"]> = {}) {
     const message = {
       content,
@@ -104,7 +130,7 @@ export class FakeChannel extends EventEmitter {
         consumerTag: "fake-consumer",
         ...fields
       },
-      properties: { headers: {}, ...properties }
+      properties: withRawHeaders({ headers: {}, ...properties })
     } as ConsumeMessage
     this.consumer!(message)
     return message

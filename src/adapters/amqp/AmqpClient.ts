@@ -1,5 +1,7 @@
 import * as amqp from "amqplib"
 import { Context, Layer } from "effect"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
 
 /**
  * The part of an amqplib channel the kit uses. amqplib's own channels have this shape;
@@ -54,15 +56,36 @@ export interface AmqpConnectOptions {
 export class AmqpClient extends Context.Tag("dostavka/AmqpClient")<AmqpClient, {
   readonly connect: (url: string, options: AmqpConnectOptions) => Promise<AmqpConnection>
 }>() {
-  /** amqplib: a socket timeout that covers the TCP connect and the handshake, and a heartbeat. */
-  static readonly live = Layer.succeed(AmqpClient, {
-    connect: (url, options) => {
-      const parsed = new URL(url)
-      if (!parsed.searchParams.has("heartbeat")) parsed.searchParams.set("heartbeat", String(options.heartbeatS))
-      return amqp.connect(parsed.toString(), {
-        timeout: options.timeoutMs,
-        clientProperties: { connection_name: options.name }
-      })
+  /**
+   * amqplib: a socket timeout that covers the TCP connect and the handshake, and a
+   * heartbeat. Dies at once, saying so, when amqplib lacks the kit's patch (see
+   * `assertAmqplibPatched`).
+   */
+  static readonly live = Layer.sync(AmqpClient, () => {
+    assertAmqplibPatched()
+    return {
+      connect: (url: string, options: AmqpConnectOptions) => {
+        const parsed = new URL(url)
+        if (!parsed.searchParams.has("heartbeat")) parsed.searchParams.set("heartbeat", String(options.heartbeatS))
+        return amqp.connect(parsed.toString(), {
+          timeout: options.timeoutMs,
+          clientProperties: { connection_name: options.name }
+        })
+      }
     }
   })
+}
+
+/**
+ * Throws unless the installed amqplib carries `patches/amqplib+2.3.1.patch` (applied by
+ * patch-package on `npm ci`): without it a header table amqplib cannot decode closes the
+ * consumer's whole connection, and the message comes back to do it again, for ever (see
+ * `FieldTable.ts`).
+ */
+export const assertAmqplibPatched = (): void => {
+  const require = createRequire(import.meta.url)
+  const defs = require(join(dirname(require.resolve("amqplib")), "lib", "defs.js")) as { lazyHeaders?: unknown }
+  if (defs.lazyHeaders !== true) {
+    throw new Error("amqplib is installed without the kit's patch (patches/amqplib+2.3.1.patch): run npm ci")
+  }
 }

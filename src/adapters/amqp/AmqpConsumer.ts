@@ -11,6 +11,7 @@ import { type BrokerAccess, BrokerUnavailable, closeQuietly, openConnection } fr
 import type { AmqpPublisher, RawPublish } from "./AmqpPublisher.js"
 import { TraceparentHeader } from "./EventBusAmqp.js"
 import { attemptsOf, deadCopy, retryCopy } from "./FailureHeaders.js"
+import { headersOf, headerValue } from "./FieldTable.js"
 import { declarePlan, HandlerRoutes, namesOf, type TopologyPlan } from "./Topology.js"
 
 /** The receiver stopped consuming because going on would lose what it applies (see the `Halt` verdict). */
@@ -41,23 +42,41 @@ export interface ConsumerOptions<R> {
   readonly reconnect: Schedule.Schedule<unknown, unknown>
 }
 
+/** The exchanges whose names tell where a delivery came from. */
+export interface DeliveryOrigins {
+  /** The events exchange: a delivery from it came straight from a publisher. */
+  readonly eventsExchange: string
+  /** The handler's own exchange: only the kit writes to it (retries, replays), so only its copies' attempt headers count. */
+  readonly handlerExchange: string
+}
+
+const stringProperty = (value: unknown) => (typeof value === "string" ? value : undefined)
+
 /**
  * What the use case needs of a delivery: the properties the kit sets, the body's bytes
- * (decoded later, strictly), its failed attempts, and who published it (`user_id`, and
- * whether it came straight from `eventsExchange`).
+ * (decoded later, strictly), its failed attempts, who published it (`user_id`, and
+ * whether it came straight from the events exchange), and why its header table could
+ * not be decoded, if it could not (`headersOf`). Its attempts header counts only on a
+ * copy that came through the handler's own exchange: anyone may publish to the events
+ * exchange, and an event claiming 1,000,000,000 attempts must not be dead-lettered at its
+ * first failure.
  */
-export const toIncoming = (message: Message, eventsExchange?: string): IncomingMessage => ({
-  messageId: typeof message.properties.messageId === "string" ? message.properties.messageId : undefined,
-  correlationId: typeof message.properties.correlationId === "string" ? message.properties.correlationId : undefined,
-  type: typeof message.properties.type === "string" ? message.properties.type : undefined,
-  schemaVersion: message.properties.headers?.[SchemaVersionHeader],
-  contentType: typeof message.properties.contentType === "string" ? message.properties.contentType : undefined,
-  body: message.content,
-  attempts: attemptsOf(message.properties),
-  userId: typeof message.properties.userId === "string" ? message.properties.userId : undefined,
-  fromEventsExchange: eventsExchange !== undefined && message.fields.exchange === eventsExchange,
-  traceparent: message.properties.headers?.[TraceparentHeader]
-})
+export const toIncoming = (message: Message, origins?: DeliveryOrigins): IncomingMessage => {
+  const headers = headersOf(message.properties)
+  return {
+    messageId: stringProperty(message.properties.messageId),
+    correlationId: stringProperty(message.properties.correlationId),
+    type: stringProperty(message.properties.type),
+    schemaVersion: headerValue(headers, SchemaVersionHeader),
+    contentType: stringProperty(message.properties.contentType),
+    body: message.content,
+    attempts: origins === undefined || message.fields.exchange === origins.handlerExchange ? attemptsOf(message) : 0,
+    userId: stringProperty(message.properties.userId),
+    fromEventsExchange: origins !== undefined && message.fields.exchange === origins.eventsExchange,
+    traceparent: headerValue(headers, TraceparentHeader),
+    ...(headers._tag === "Undecodable" ? { headersRefused: headers.refusal.message } : {})
+  }
+}
 
 /** How one delivery of a batch is settled once its verdict and its copy's outcome are known. */
 type Settlement = "ack" | "reject" | "hand-back"
@@ -94,6 +113,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
   const names = namesOf(options.prefix)
   const queue = names.queue(options.handler)
   const exchange = names.handlerExchange(options.handler)
+  const origins: DeliveryOrigins = { eventsExchange: names.exchange, handlerExchange: exchange }
   const deliveriesOf = Metric.tagged(Metrics.deliveries, "handler", options.handler)
   // Hand-backs per message id, across sessions; cleared when the message is settled for good.
   const handBacks = new Map<string, number>()
@@ -157,11 +177,18 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
     }
 
     const copyOf = (message: Message, verdict: Verdict, nowMs: number): RawPublish | undefined => {
+      const kitHeadersTrusted = message.fields.exchange === exchange
       switch (verdict._tag) {
         case "Retry":
           return retryCopy(
             message,
-            { handler: options.handler, failure: verdict.failure, attempts: verdict.attempts, nowMs },
+            {
+              handler: options.handler,
+              failure: verdict.failure,
+              attempts: verdict.attempts,
+              nowMs,
+              kitHeadersTrusted
+            },
             exchange,
             HandlerRoutes.retry(options.retryDelays[verdict.tier]!)
           )
@@ -173,7 +200,8 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
               failure: verdict.failure,
               attempts: verdict.attempts,
               nowMs,
-              reason: verdict.reason
+              reason: verdict.reason,
+              kitHeadersTrusted
             },
             exchange,
             HandlerRoutes.dead
@@ -250,7 +278,7 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
       Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
           settledInSession += batch.length
-          const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, names.exchange))).pipe(
+          const verdicts = yield* options.decide(batch.map((message) => toIncoming(message, origins))).pipe(
             Effect.map((verdicts) => verdicts as ReadonlyArray<Verdict | undefined>),
             Effect.catchAllDefect((defect) =>
               Effect.as(

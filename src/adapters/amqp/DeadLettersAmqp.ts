@@ -1,5 +1,5 @@
 import type { GetMessage, Message } from "amqplib"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { Settings } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
 import type { HandlerName } from "../../domain/HandlerName.js"
@@ -9,7 +9,9 @@ import {
   DeadLetters,
   type DeadLetterSelection,
   DeadLettersUnavailable,
-  type DeadReason
+  type DeadReason,
+  isSelected,
+  missingIds
 } from "../../ports/DeadLetters.js"
 
 /** The port's shape, with the broker client its operations still need. */
@@ -30,19 +32,23 @@ interface DeadLettersShape {
 }
 import { type AmqpChannel, AmqpClient } from "./AmqpClient.js"
 import { brokerAccessOf, closeQuietly, openConnection } from "./AmqpConnection.js"
-import { makeOperatorPublisher } from "./AmqpPublisher.js"
+import { makeOperatorPublisher, type RawPublish } from "./AmqpPublisher.js"
 import { KitHeaders, replayCopy } from "./FailureHeaders.js"
+import { headersOf, headerValue, type MessageHeaders } from "./FieldTable.js"
 import { HandlerRoutes, namesOf } from "./Topology.js"
 
 /** How many dead letters a replay moves per round of confirms. */
 const ReplayChunk = 500
+
+/** How long one `basic.get` may take before the operation gives up, naming the queue. */
+export const DeadReadTimeout = Duration.seconds(30)
 
 const text = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 const isoMs = (value: unknown): number | null => {
   const ms = typeof value === "string" ? Date.parse(value) : Number.NaN
   return Number.isNaN(ms) ? null : ms
 }
-/** An AMQP timestamp as amqplib decodes it (`{ "!": "timestamp", value: seconds }`) in ms. */
+/** An AMQP timestamp (`T`, seconds) in ms. */
 const timestampMs = (value: unknown): number | null => {
   const seconds = typeof value === "object" && value !== null ? (value as { value?: unknown }).value : undefined
   return typeof seconds === "number" ? seconds * 1000 : null
@@ -61,38 +67,60 @@ interface Death {
 }
 
 /**
+ * A message's properties as plain data: every property amqplib decoded, and its header
+ * table as the kit decoded it (`headersOf`), absent when that table could not be decoded.
+ * Read through property descriptors: reading the patched amqplib's `headers` would run its
+ * own decoder.
+ */
+const plainProperties = (message: Message, headers: MessageHeaders): Record<string, unknown> => {
+  const { headers: _, ...others } = Object.getOwnPropertyDescriptors(message.properties)
+  return {
+    ...Object.fromEntries(Object.entries(others).map(([name, d]) => [name, d.value])),
+    ...(headers._tag === "Decoded" ? { headers: { ...headers.table.values } } : {})
+  }
+}
+
+/**
  * A message of a dead queue as an operator sees it. The kit's own dead copies carry their
  * story in its headers; one the broker dead-lettered by itself (a rejected copy, an
  * overflow, a delivery limit, an expiry) carries only `x-death`, from which its reason
- * (`rejected-by-broker`), tag (`x-death/<reason>`), time and origin are taken.
+ * (`rejected-by-broker`), tag (`x-death/<reason>`), time and origin are taken. One whose
+ * header table cannot be decoded has `headersRefused`, and no story but its id and body.
  */
 export const readDeadLetter = (handler: HandlerName, message: Message): DeadLetter => {
-  const headers = message.properties.headers ?? {}
-  const deaths = Array.isArray(headers["x-death"]) ? (headers["x-death"] as ReadonlyArray<Death>) : []
-  const death = deaths[0]
-  const ours = text(headers[KitHeaders.reason])
+  const decoded = headersOf(message.properties)
+  const header = (name: string) => headerValue(decoded, name)
+  const deaths = header("x-death")
+  const death = Array.isArray(deaths) ? (deaths[0] as Death | undefined) : undefined
+  const ours = text(header(KitHeaders.reason))
   const reason: DeadReason = ours === "incompatible" || ours === "exhausted" || ours === "untrusted-publisher"
     ? ours
     : "rejected-by-broker"
+  const byBroker = reason === "rejected-by-broker" && ours === undefined
   const keys = Array.isArray(death?.["routing-keys"]) ? (death["routing-keys"] as ReadonlyArray<unknown>) : []
   return {
     messageId: text(message.properties.messageId) ?? "(none)",
     handler,
     reason,
-    errorTag: reason === "rejected-by-broker" && ours === undefined
+    errorTag: decoded._tag === "Undecodable"
+      ? "headers/undecodable"
+      : byBroker
       ? `x-death/${text(death?.reason) ?? "unknown"}`
-      : text(headers[KitHeaders.errorTag]) ?? "unknown",
-    error: reason === "rejected-by-broker" && ours === undefined
+      : text(header(KitHeaders.errorTag)) ?? "unknown",
+    error: decoded._tag === "Undecodable"
+      ? `its header table cannot be decoded: ${decoded.refusal.message}`
+      : byBroker
       ? `dead-lettered by the broker from ${text(death?.queue) ?? "its queue"} (${text(death?.reason) ?? "no x-death"})`
-      : text(headers[KitHeaders.error]) ?? "",
-    attempts: count(headers[KitHeaders.attempts]),
-    replays: count(headers[KitHeaders.replays]),
-    firstFailureAtMs: isoMs(headers[KitHeaders.firstFailureAt]) ?? timestampMs(death?.time),
-    lastFailureAtMs: isoMs(headers[KitHeaders.lastFailureAt]) ?? timestampMs(death?.time),
-    deadAtMs: isoMs(headers[KitHeaders.deadAt]) ?? timestampMs(death?.time),
-    originalExchange: text(headers[KitHeaders.originalExchange]) ?? text(death?.exchange) ?? null,
-    originalRoutingKey: text(headers[KitHeaders.originalRoutingKey]) ?? text(keys[0]) ?? null,
-    properties: { ...message.properties },
+      : text(header(KitHeaders.error)) ?? "",
+    attempts: count(header(KitHeaders.attempts)),
+    replays: count(header(KitHeaders.replays)),
+    firstFailureAtMs: isoMs(header(KitHeaders.firstFailureAt)) ?? timestampMs(death?.time),
+    lastFailureAtMs: isoMs(header(KitHeaders.lastFailureAt)) ?? timestampMs(death?.time),
+    deadAtMs: isoMs(header(KitHeaders.deadAt)) ?? timestampMs(death?.time),
+    originalExchange: text(header(KitHeaders.originalExchange)) ?? text(death?.exchange) ?? null,
+    originalRoutingKey: text(header(KitHeaders.originalRoutingKey)) ?? text(keys[0]) ?? null,
+    properties: plainProperties(message, decoded),
+    ...(decoded._tag === "Undecodable" ? { headersRefused: decoded.refusal.message } : {}),
     body: message.content
   }
 }
@@ -141,20 +169,23 @@ export const DeadLettersAmqp = Layer.effect(
         return yield* use(channel, queue, messageCount)
       }))
 
-    /** The next message of the queue, or `undefined` when there is none. */
+    /** The next message of the queue, or `undefined` when there is none; fails after `DeadReadTimeout`. */
     const next = (channel: AmqpChannel, queue: string) =>
       Effect.tryPromise({
         try: () => channel.get(queue, { noAck: false }),
         catch: unavailable(`basic.get on '${queue}'`)
       }).pipe(
+        Effect.timeoutFail({
+          duration: DeadReadTimeout,
+          onTimeout: () =>
+            new DeadLettersUnavailable({
+              detail: `basic.get on '${queue}': no answer within ${Duration.format(DeadReadTimeout)}`
+            })
+        }),
         Effect.map((m): GetMessage | undefined => (m === false ? undefined : m))
       )
 
-    const select = (selection: DeadLetterSelection) => (message: Message) =>
-      selection._tag === "All" || selection.ids.includes(String(message.properties.messageId))
-
-    const notFound = (selection: DeadLetterSelection, seen: ReadonlyArray<string>) =>
-      selection._tag === "All" ? [] : selection.ids.filter((id) => !seen.includes(id))
+    const idOf = (message: Message) => String(message.properties.messageId)
 
     const port: DeadLettersShape = {
       list: (handler, limit) =>
@@ -179,19 +210,17 @@ export const DeadLettersAmqp = Layer.effect(
                 const seen: Array<string> = []
                 const moved: Array<string> = []
                 const failed: Array<string> = []
-                let chunk: Array<GetMessage> = []
+                const undecodable: Array<string> = []
+                let chunk: Array<readonly [GetMessage, RawPublish]> = []
                 const flush = Effect.gen(function*() {
                   if (chunk.length === 0) return
-                  const outcomes = yield* publisher.publish(
-                    chunk.map((m) => replayCopy(m, exchange, HandlerRoutes.redeliver))
-                  )
-                  for (const [i, message] of chunk.entries()) {
-                    const id = String(message.properties.messageId)
+                  const outcomes = yield* publisher.publish(chunk.map(([, copy]) => copy))
+                  for (const [i, [message]] of chunk.entries()) {
                     if (outcomes[i]?._tag === "Confirmed") {
                       channel.ack(message)
-                      moved.push(id)
+                      moved.push(idOf(message))
                     } else {
-                      failed.push(id)
+                      failed.push(idOf(message))
                     }
                   }
                   chunk = []
@@ -199,14 +228,16 @@ export const DeadLettersAmqp = Layer.effect(
                 for (let read = 0; read < depth; read++) {
                   const message = yield* next(channel, queue)
                   if (message === undefined) break
-                  seen.push(String(message.properties.messageId))
-                  if (!select(selection)(message)) continue
-                  if (dryRun) moved.push(String(message.properties.messageId))
-                  else chunk.push(message)
+                  seen.push(idOf(message))
+                  if (!isSelected(selection, idOf(message), read)) continue
+                  const copy = replayCopy(message, exchange, HandlerRoutes.redeliver)
+                  if (copy === undefined) undecodable.push(idOf(message))
+                  else if (dryRun) moved.push(idOf(message))
+                  else chunk.push([message, copy])
                   if (chunk.length >= ReplayChunk) yield* flush
                 }
                 yield* flush
-                return { moved, failed, notFound: notFound(selection, seen) } satisfies DeadLetterMove
+                return { moved, failed, undecodable, notFound: missingIds(selection, seen) } satisfies DeadLetterMove
               }))
           }).pipe(
             Effect.mapError((
@@ -223,14 +254,19 @@ export const DeadLettersAmqp = Layer.effect(
             for (let read = 0; read < depth; read++) {
               const message = yield* next(channel, queue)
               if (message === undefined) break
-              const id = String(message.properties.messageId)
-              seen.push(id)
-              if (select(selection)(message)) {
+              seen.push(idOf(message))
+              if (isSelected(selection, idOf(message), read)) {
                 channel.ack(message)
-                moved.push(id)
+                moved.push(idOf(message))
               }
+              if (selection._tag === "Head") break
             }
-            return { moved, failed: [], notFound: notFound(selection, seen) } satisfies DeadLetterMove
+            return {
+              moved,
+              failed: [],
+              undecodable: [],
+              notFound: missingIds(selection, seen)
+            } satisfies DeadLetterMove
           }))
     }
     return DeadLetters.of({

@@ -1,6 +1,7 @@
 import { Cause, Config, Effect, Either, HashMap, Inspectable, Layer, List, Logger } from "effect"
 import { ConfigError } from "effect"
 import { logLevelConfig } from "../../config.js"
+import { printable, printableJson } from "./TerminalText.js"
 
 /** How log lines are written: `logfmt` (the default) or `json`, one object per line (`DOSTAVKA_LOG_FORMAT`). */
 export const logFormatConfig = Config.string("DOSTAVKA_LOG_FORMAT").pipe(
@@ -16,6 +17,9 @@ export const logFormatConfig = Config.string("DOSTAVKA_LOG_FORMAT").pipe(
       )
   )
 )
+
+/** A bigint (a 64-bit header value) as its decimal digits, which `JSON.stringify` would refuse. */
+const jsonSafe = (_key: string, value: unknown) => (typeof value === "bigint" ? value.toString() : value)
 
 /** `messageId` → `message_id`: the JSON lines' field names are snake_case, as the HTTP API's are. */
 const snakeCase = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
@@ -46,7 +50,7 @@ export const jsonLineLogger = Logger.make(({ annotations, cause, date, logLevel,
   }
   for (const [key, value] of HashMap.toEntries(annotations)) line[snakeCase(key)] = value
   if (!Cause.isEmpty(cause)) line.cause = Cause.pretty(cause).split("\n")[0]
-  globalThis.console.error(JSON.stringify(line))
+  globalThis.console.error(printableJson(JSON.stringify(line, jsonSafe)))
 })
 
 /**
@@ -57,6 +61,9 @@ export const jsonLineLogger = Logger.make(({ annotations, cause, date, logLevel,
 export const LoggingLive = Layer.unwrapEffect(Effect.gen(function*() {
   const format = yield* logFormatConfig
   const level = yield* logLevelConfig
-  const logger = format === "json" ? jsonLineLogger : Logger.withConsoleError(Logger.logfmtLogger)
+  // Annotations carry what came off the bus (ids, errors): no line may act on the terminal it is read in.
+  const logger = format === "json"
+    ? jsonLineLogger
+    : Logger.withConsoleError(Logger.map(Logger.logfmtLogger, printable))
   return Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(level))
 }))

@@ -1,6 +1,12 @@
 import { Context, Effect, Layer, Ref } from "effect"
 import type { HandlerName } from "../../domain/HandlerName.js"
-import { type DeadLetter, DeadLetters, type DeadLetterSelection } from "../../ports/DeadLetters.js"
+import {
+  type DeadLetter,
+  DeadLetters,
+  type DeadLetterSelection,
+  isSelected,
+  missingIds
+} from "../../ports/DeadLetters.js"
 
 /**
  * What the in-memory dead-letter queues hold, per handler, and what was replayed to each
@@ -11,11 +17,9 @@ export class DeadLettersMemoryState extends Context.Tag("dostavka/DeadLettersMem
   readonly replayed: Ref.Ref<Readonly<Record<HandlerName, ReadonlyArray<DeadLetter>>>>
 }>() {}
 
-const chosen = (selection: DeadLetterSelection) => (letter: DeadLetter) =>
-  selection._tag === "All" || selection.ids.includes(letter.messageId)
-
-const notFound = (selection: DeadLetterSelection, letters: ReadonlyArray<DeadLetter>) =>
-  selection._tag === "All" ? [] : selection.ids.filter((id) => !letters.some((l) => l.messageId === id))
+/** The letters of `letters` that `selection` takes, by their place in the queue. */
+const chosen = (selection: DeadLetterSelection, letters: ReadonlyArray<DeadLetter>) =>
+  letters.filter((letter, position) => isSelected(selection, letter.messageId, position))
 
 /** The in-memory twin of `DeadLettersAmqp`: a replay moves a letter to `replayed` with its replay count incremented and its attempts reset. */
 export const DeadLettersMemory = Layer.effectContext(Effect.gen(function*() {
@@ -26,23 +30,34 @@ export const DeadLettersMemory = Layer.effectContext(Effect.gen(function*() {
     replay: (handler, selection, { dryRun }) =>
       Effect.gen(function*() {
         const letters = (yield* Ref.get(queues))[handler]
-        const moving = letters.filter(chosen(selection))
+        const selected = chosen(selection, letters)
+        const moving = selected.filter((l) => l.headersRefused === undefined)
         if (!dryRun) {
-          yield* Ref.update(queues, (q) => ({ ...q, [handler]: letters.filter((l) => !chosen(selection)(l)) }))
+          yield* Ref.update(queues, (q) => ({ ...q, [handler]: letters.filter((l) => !moving.includes(l)) }))
           yield* Ref.update(replayed, (r) => ({
             ...r,
             [handler]: [...r[handler], ...moving.map((l) => ({ ...l, attempts: 0, replays: l.replays + 1 }))]
           }))
         }
-        return { moved: moving.map((l) => l.messageId), failed: [], notFound: notFound(selection, letters) }
+        return {
+          moved: moving.map((l) => l.messageId),
+          failed: [],
+          undecodable: selected.filter((l) => !moving.includes(l)).map((l) => l.messageId),
+          notFound: missingIds(selection, letters.map((l) => l.messageId))
+        }
       }),
     purge: (handler, selection) =>
       Ref.modify(queues, (q) => {
         const letters = q[handler]
-        const moving = letters.filter(chosen(selection))
+        const moving = chosen(selection, letters)
         return [
-          { moved: moving.map((l) => l.messageId), failed: [], notFound: notFound(selection, letters) },
-          { ...q, [handler]: letters.filter((l) => !chosen(selection)(l)) }
+          {
+            moved: moving.map((l) => l.messageId),
+            failed: [],
+            undecodable: [],
+            notFound: missingIds(selection, letters.map((l) => l.messageId))
+          },
+          { ...q, [handler]: letters.filter((l) => !moving.includes(l)) }
         ]
       })
   })
