@@ -10,10 +10,11 @@
 # rabbitmq user).
 #
 # Usage:
-#   rabbit-node.sh start NAME AMQP_PORT [--mgmt-port P] [--conf 'key = value']...
+#   rabbit-node.sh start NAME AMQP_PORT [--mgmt-port P] [--max-fds N] [--conf 'key = value']...
 #       Writes NAME's rabbitmq.conf (loopback_users.guest = false, the listener on
 #       127.0.0.1:AMQP_PORT, then every --conf line in order) and its plugin list
-#       (rabbitmq_management on 127.0.0.1:P only with --mgmt-port), starts the node and
+#       (rabbitmq_management on 127.0.0.1:P only with --mgmt-port), starts the node (with
+#       at most N open files, its file handle limit, with --max-fds) and
 #       returns once AMQP_PORT accepts connections. Prints NAME@localhost. A node that
 #       already answers is left as it is (exit 0). Data left by an earlier run of NAME
 #       (killed, or stopped with --keep) is reused.
@@ -104,10 +105,11 @@ pick_dist_port() {
 cmd_start() {
   [ $# -ge 2 ] || usage
   local name="$1" port="$2"; shift 2
-  local mgmt="" confs=()
+  local mgmt="" fds="" confs=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --mgmt-port) [ $# -ge 2 ] || usage; mgmt="$2"; shift 2 ;;
+      --max-fds) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || usage; fds="$2"; shift 2 ;;
       --conf) [ $# -ge 2 ] || usage; confs+=("$2"); shift 2 ;;
       *) usage ;;
     esac
@@ -161,6 +163,7 @@ cmd_start() {
       RABBITMQ_DIST_PORT="$dist" RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
       RABBITMQ_PID_FILE="$dir/pid" RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
       RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" ERL_CRASH_DUMP="$dir/erl_crash.dump"
+    [ -z "$fds" ] || ulimit -n "$fds"
     if [ "$(id -u)" = 0 ]; then
       exec setsid nohup runuser -u rabbitmq -- "$bin/rabbitmq-server" > "$dir/startup.log" 2>&1 < /dev/null
     else

@@ -4,7 +4,6 @@ import { describeCause } from "../domain/errors.js"
 import { type HandlerName, HandlerNames } from "../domain/HandlerName.js"
 import { BrokerConnections, type ConnectionState } from "../ports/BrokerConnections.js"
 import { BrokerStats, type HandlerQueueFigures, type QueueFigures } from "../ports/BrokerStats.js"
-import { DeadLetters } from "../ports/DeadLetters.js"
 import { HandlerInboxes } from "../ports/HandlerInboxes.js"
 import type { InboxCounts } from "../ports/Inbox.js"
 import { Outbox, type OutboxStats } from "../ports/Outbox.js"
@@ -29,7 +28,7 @@ export interface HandlerStatus {
   readonly retry: HandlerQueueFigures["retry"]
   readonly dead: {
     readonly figures: QueueFigures
-    /** Age in ms of the oldest dead letter; `null` when there is none or it could not be read (`detail`). */
+    /** How long ago, in ms, the oldest dead letter was first published (its AMQP timestamp); `null` when there is none or it is not known (`detail`). */
     readonly oldestAgeMs: number | null
     readonly detail?: string
   }
@@ -76,51 +75,32 @@ const orNull = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     onSuccess: (value) => ({ value, detail: undefined })
   })
 
-/**
- * Why the view does not read a quorum dead queue: `basic.get` then requeue counts as a
- * delivery there, and past the queue's delivery limit (20 by default since RabbitMQ 4.0,
- * RabbitMQ "Quorum Queues", "Poison Message Handling") the broker drops the message.
- * Watching the view must not change what it watches.
- */
-export const QuorumDeadNotRead =
-  "the oldest dead letter is not read on a quorum queue (each read counts toward its delivery limit); `dead list` shows it"
-
-/** The oldest dead letter's age: peeked only when the dead queue holds something, and never on a quorum queue. */
-const oldestDeadAgeMs = (handler: HandlerName, dead: QueueFigures, nowMs: number, queueType: "classic" | "quorum") =>
-  dead.ready === 0
-    ? Effect.succeed({ value: null, detail: undefined })
-    : queueType === "quorum"
-    ? Effect.succeed({ value: null, detail: QuorumDeadNotRead })
-    : orNull(Effect.flatMap(DeadLetters, (letters) => letters.list(handler, 1))).pipe(
-      Effect.map(({ detail, value }) => {
-        const at = value?.[0]?.deadAtMs ?? null
-        return { value: at === null ? null : Math.max(0, nowMs - at), detail }
-      })
-    )
+/** How long one computed view is served (ms): however many ask, the view is computed at most this often per process. */
+export const StatusFreshMs = 1_000
 
 /**
  * Makes the status view (see `StatusReport`). Its `report` reads the outbox stats, then
- * per handler, concurrently: the queue figures (`BrokerStats`), the oldest dead letter's
- * age (peeked through `DeadLetters` only when the dead queue is not empty, and not on
- * quorum queues: see `QuorumDeadNotRead`), the inbox
- * counts and the count of gaps (published over `GapAfter` ago and never applied; counted
- * incrementally, see `makeGapCounter`), and the states this process's broker connections
- * reported. Never fails: every part that cannot be read is `null` with its reason.
+ * per handler, concurrently: the queue figures and the dead queue's head
+ * (`BrokerStats`), the inbox counts and the count of gaps (published over `GapAfter` ago
+ * and never applied; counted incrementally, see `makeGapCounter`), and the states this
+ * process's broker connections reported. Never fails: every part that cannot be read is
+ * `null` with its reason. A report is served for `StatusFreshMs`: callers at the same
+ * time wait for one computation and share it, so 1,000 status requests cost the broker
+ * what one does.
  */
 export const makeStatusView = Effect.gen(function*() {
   const gaps = yield* makeGapCounter
   const settings = yield* Settings
-  const context = yield* Effect.context<Outbox | HandlerInboxes | BrokerStats | DeadLetters>()
+  const context = yield* Effect.context<Outbox | HandlerInboxes | BrokerStats>()
   const connections = yield* Effect.serviceOption(BrokerConnections)
-  const report = Effect.gen(function*() {
+  const compute = Effect.gen(function*() {
     const nowMs = yield* Clock.currentTimeMillis
     const outbox = yield* orNull(Effect.flatMap(Outbox, (o) => o.stats(nowMs)))
     const handlers = yield* Effect.forEach(HandlerNames, (handler) =>
       Effect.gen(function*() {
         const queues = yield* Effect.flatMap(BrokerStats, (stats) => stats.handlerQueues(handler))
         const retryGraceMs = Math.max(0, ...settings.retry[handler].delays.map(Duration.toMillis))
-        const [dead, inbox, gapCount] = yield* Effect.all([
-          oldestDeadAgeMs(handler, queues.dead, nowMs, settings.queueType),
+        const [inbox, gapCount] = yield* Effect.all([
           orNull(Effect.scoped(Effect.flatMap(HandlerInboxes, (inboxes) =>
             Effect.flatMap(inboxes.of(handler), (i) => i.counts(handler))))),
           orNull(gaps.count(handler, { nowMs, olderThanMs: Duration.toMillis(GapAfter), retryGraceMs }))
@@ -132,8 +112,10 @@ export const makeStatusView = Effect.gen(function*() {
           retry: queues.retry,
           dead: {
             figures: queues.dead,
-            oldestAgeMs: dead.value,
-            ...(dead.detail === undefined ? {} : { detail: dead.detail })
+            oldestAgeMs: queues.deadHead.publishedAtMs === null
+              ? null
+              : Math.max(0, nowMs - queues.deadHead.publishedAtMs),
+            ...(queues.deadHead.detail === undefined ? {} : { detail: queues.deadHead.detail })
           },
           inbox: inbox.value,
           gaps: gapCount.value,
@@ -149,6 +131,7 @@ export const makeStatusView = Effect.gen(function*() {
       connections: [...states].map(([name, state]) => connectionOf(name, state))
     } satisfies StatusReport
   }).pipe(Effect.provide(context), Effect.withSpan("Status.report"))
+  const report = yield* Effect.cachedWithTTL(compute, Duration.millis(StatusFreshMs))
   return { report }
 })
 
@@ -156,6 +139,6 @@ export const makeStatusView = Effect.gen(function*() {
 export class StatusView
   extends Context.Tag("dostavka/StatusView")<StatusView, { readonly report: Effect.Effect<StatusReport> }>()
 {
-  /** Needs `Settings`, `Outbox`, `HandlerInboxes`, `BrokerStats` and `DeadLetters`; `BrokerConnections` when the process has one. */
+  /** Needs `Settings`, `Outbox`, `HandlerInboxes` and `BrokerStats`; `BrokerConnections` when the process has one. */
   static readonly layer = Layer.effect(StatusView, makeStatusView)
 }

@@ -29,11 +29,22 @@ export interface QueueFigures {
   readonly detail?: string | undefined
 }
 
-/** A handler's queues: the one it consumes, one per retry tier (by delay, ascending), its dead-letter queue. */
+/** The message at the head of a dead-letter queue, as far as the broker tells without handing it over. */
+export interface DeadQueueHead {
+  /**
+   * When it was first published: its AMQP `timestamp` (the event's publication), in ms
+   * since the epoch; `null` when the queue is empty or this is not known (`detail`).
+   */
+  readonly publishedAtMs: number | null
+  readonly detail?: string | undefined
+}
+
+/** A handler's queues: the one it consumes, one per retry tier (by delay, ascending), its dead-letter queue and that queue's head. */
 export interface HandlerQueueFigures {
   readonly queue: QueueFigures
   readonly retry: ReadonlyArray<{ readonly delayMs: number; readonly figures: QueueFigures }>
   readonly dead: QueueFigures
+  readonly deadHead: DeadQueueHead
 }
 
 /**

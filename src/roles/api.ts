@@ -1,7 +1,6 @@
 import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { BrokerStatsAmqp } from "../adapters/amqp/BrokerStatsAmqp.js"
-import { DeadLettersAmqp } from "../adapters/amqp/DeadLettersAmqp.js"
 import { loopbackHttpServer, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
 import { PublicationHttpApi } from "../adapters/http/PublicationHttpApi.js"
 import {
@@ -55,9 +54,9 @@ export const ApiRole = Layer.unwrapEffect(
 )
 
 /**
- * The status view over `outbox` (read-only), the receivers' inboxes in the data dir, the
- * broker's management API (or passive declares) and its dead-letter queues. Needs
+ * The status view over `outbox` (read-only), the receivers' inboxes in the data dir, and
+ * the broker's management API (or passive declares on one shared connection). Needs
  * `Settings`; reports this process's connections when it has a `BrokerConnections`.
  */
 export const statusViewOver = <E, R>(outbox: Layer.Layer<Outbox, E, R>) =>
-  StatusView.layer.pipe(Layer.provide([outbox, HandlerInboxesSqlite, BrokerStatsAmqp, DeadLettersAmqp]))
+  StatusView.layer.pipe(Layer.provide([outbox, HandlerInboxesSqlite, BrokerStatsAmqp]))

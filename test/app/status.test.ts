@@ -1,12 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Ref, TestClock } from "effect"
+import { Effect, Layer, TestClock } from "effect"
 import { toStatusWire } from "../../src/adapters/http/StatusWire.js"
-import { DeadLettersMemoryState } from "../../src/adapters/memory/DeadLettersMemory.js"
 import { StatusView } from "../../src/app/status.js"
 import { statusTable } from "../../src/cli/StatusCommands.js"
 import { Settings } from "../../src/config.js"
 import { BrokerConnections, ConnectionState } from "../../src/ports/BrokerConnections.js"
-import type { DeadLetter } from "../../src/ports/DeadLetters.js"
 import { Inbox } from "../../src/ports/Inbox.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { MaterialMother } from "../support/MaterialMother.js"
@@ -15,24 +13,7 @@ import { memoryStatusView } from "../support/status.js"
 
 const Minute = 60_000
 
-const deadLetter = (messageId: string, deadAtMs: number): DeadLetter => ({
-  messageId,
-  handler: "catalog",
-  reason: "exhausted",
-  errorTag: "TransientFailure/Test",
-  error: "test",
-  attempts: 5,
-  replays: 0,
-  firstFailureAtMs: deadAtMs,
-  lastFailureAtMs: deadAtMs,
-  deadAtMs,
-  originalExchange: null,
-  originalRoutingKey: null,
-  properties: {},
-  body: new Uint8Array()
-})
-
-const view = Layer.merge(memoryStatusView(ApiMemory, { catalog: 1 }), ApiMemory).pipe(
+const view = Layer.merge(memoryStatusView(ApiMemory, { catalog: 1 }, { catalog: 7 * Minute }), ApiMemory).pipe(
   Layer.provideMerge(Layer.merge(Settings.with({}), BrokerConnections.layer))
 )
 
@@ -69,8 +50,6 @@ describe("the status view", () => {
         receivedAtMs: 5 * Minute
       })
       yield* inbox.noteDuplicate("audit", envelopes[1]!.messageId)
-      const state = yield* DeadLettersMemoryState
-      yield* Ref.set(state.queues, { catalog: [deadLetter("d1", 7 * Minute)], audit: [] })
       yield* Effect.flatMap(
         BrokerConnections,
         (c) =>

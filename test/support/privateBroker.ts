@@ -93,6 +93,8 @@ export interface PrivateBrokerOptions {
   readonly mgmtPort?: number
   /** Extra `rabbitmq.conf` lines, such as "frame_max = 4096". */
   readonly conf?: ReadonlyArray<string>
+  /** The most files the node may hold open (`ulimit -n`), which bounds its connections. */
+  readonly maxFds?: number
 }
 
 export interface PrivateBroker {
@@ -125,6 +127,7 @@ export const privateBroker = (options: PrivateBrokerOptions = {}) =>
       name,
       String(port),
       ...(options.mgmtPort === undefined ? [] : ["--mgmt-port", String(options.mgmtPort)]),
+      ...(options.maxFds === undefined ? [] : ["--max-fds", String(options.maxFds)]),
       ...(options.conf ?? []).flatMap((line) => ["--conf", line])
     ]
     const start = run(startArgs).pipe(Effect.asVoid)

@@ -21,8 +21,15 @@ export const managementFigures = (queue: string, ready: number, unacked = 0, con
   staleUpToMs: 5_000
 })
 
-/** A `BrokerStats` that answers the same figures for every queue of every handler, named after it; `dead` gives the dead queue's depth. */
-export const brokerStatsStub = (dead: Partial<Record<HandlerName, number>> = {}) =>
+/**
+ * A `BrokerStats` that answers the same figures for every queue of every handler, named
+ * after it; `dead` gives the dead queue's depth, `deadPublishedAt` when its head was
+ * published (ms).
+ */
+export const brokerStatsStub = (
+  dead: Partial<Record<HandlerName, number>> = {},
+  deadPublishedAt: Partial<Record<HandlerName, number>> = {}
+) =>
   Layer.effect(
     BrokerStats,
     Effect.map(Settings, (settings) => ({
@@ -33,7 +40,8 @@ export const brokerStatsStub = (dead: Partial<Record<HandlerName, number>> = {})
             delayMs: Duration.toMillis(d),
             figures: managementFigures(`t.${handler}.retry.${i}`, 0)
           })),
-          dead: managementFigures(`t.${handler}.dead`, dead[handler] ?? 0, 0, 0)
+          dead: managementFigures(`t.${handler}.dead`, dead[handler] ?? 0, 0, 0),
+          deadHead: { publishedAtMs: deadPublishedAt[handler] ?? null }
         })
     }))
   )
@@ -41,14 +49,16 @@ export const brokerStatsStub = (dead: Partial<Record<HandlerName, number>> = {})
 /**
  * The status view over `outbox` and the in-memory receivers (both handlers' inboxes in
  * one memory database, also exposed as `Inbox`), a broker stub whose dead queues hold
- * `dead`, and the in-memory dead-letter queues (exposed with their state). Needs `Settings`.
+ * `dead` with heads published at `deadPublishedAt`, and the in-memory dead-letter queues
+ * (exposed with their state). Needs `Settings`.
  */
 export const memoryStatusView = <E, R>(
   outbox: Layer.Layer<Outbox, E, R>,
-  dead: Partial<Record<HandlerName, number>> = {}
+  dead: Partial<Record<HandlerName, number>> = {},
+  deadPublishedAt: Partial<Record<HandlerName, number>> = {}
 ) =>
   StatusView.layer.pipe(
-    Layer.provide([outbox, brokerStatsStub(dead)]),
+    Layer.provide([outbox, brokerStatsStub(dead, deadPublishedAt)]),
     Layer.provideMerge(Layer.mergeAll(HandlerInboxesMemory, DeadLettersMemory)),
     Layer.provideMerge(InboxMemory.pipe(Layer.provide(MemoryDatabase.layer)))
   )

@@ -2,10 +2,11 @@ import { Clock, Duration, Effect, Layer, Option } from "effect"
 import { Settings } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
 import type { HandlerName } from "../../domain/HandlerName.js"
-import { BrokerStats, type QueueFigures } from "../../ports/BrokerStats.js"
+import { BrokerStats, type DeadQueueHead, type QueueFigures } from "../../ports/BrokerStats.js"
 import { AmqpClient } from "./AmqpClient.js"
-import { brokerAccessOf, closeQuietly, openConnection, scrubCredentials } from "./AmqpConnection.js"
-import { ManagementApi, ManagementSampleMs, type ManagementUnanswered } from "./ManagementApi.js"
+import { brokerAccessOf, scrubCredentials } from "./AmqpConnection.js"
+import { ManagementApi, ManagementSampleMs, type ManagementUnanswered, type QueueInfo } from "./ManagementApi.js"
+import { makeSharedConnection } from "./SharedConnection.js"
 import { namesOf } from "./Topology.js"
 
 const unavailable = (queue: string, asOfMs: number, detail: string): QueueFigures => ({
@@ -21,6 +22,18 @@ const unavailable = (queue: string, asOfMs: number, detail: string): QueueFigure
 })
 
 /**
+ * Why the head of a quorum dead queue is not read: `basic.get` then requeue counts as a
+ * delivery there, and past the queue's delivery limit (20 by default since RabbitMQ 4.0,
+ * RabbitMQ "Quorum Queues", "Poison Message Handling") the broker drops the message.
+ * Watching the view must not change what it watches.
+ */
+export const QuorumDeadNotRead =
+  "the oldest dead letter is not read on a quorum queue (each read counts toward its delivery limit); `dead list` shows it"
+
+/** How long the status connection stays open after its last read. */
+const StatusConnectionIdle = Duration.seconds(30)
+
+/**
  * `BrokerStats` over RabbitMQ: each queue's figures from the management HTTP API
  * (`GET /api/queues/{vhost}/{name}`, RabbitMQ "Management Plugin", "HTTP API"), sampled
  * by the broker every `ManagementSampleMs`; a figure the broker has not sampled yet (a
@@ -29,81 +42,125 @@ const unavailable = (queue: string, asOfMs: number, detail: string): QueueFigure
  * tag), falls back to a passive `queue.declare` per queue (ready and consumers; unacked
  * `null`), and says so in `source` and `detail`. A queue that does not exist has
  * `exists: false`. No figure or detail carries a password.
+ *
+ * The dead queue's head: its `head_message_timestamp` from the management API, which
+ * moves no message; without the API, one `basic.get` and requeue of the head on a
+ * classic queue (never on a quorum one: `QuorumDeadNotRead`), and only when the queue's
+ * depth changed since the last read. Every AMQP read of the process goes over one shared
+ * connection, `<prefix>-status` (`makeSharedConnection`), however many views ask at once.
  */
-export const BrokerStatsAmqp = Layer.effect(
+export const BrokerStatsAmqp = Layer.scoped(
   BrokerStats,
   Effect.gen(function*() {
     const settings = yield* Settings
-    const client = yield* AmqpClient
     const management = yield* ManagementApi
     const names = namesOf(settings.prefix)
     const scrub = (text: string) => scrubCredentials(text, settings.amqpUrl)
+    const shared = yield* makeSharedConnection(
+      brokerAccessOf(settings),
+      `${settings.prefix}-status`,
+      StatusConnectionIdle
+    )
+    // What the last read of each dead queue's head found, and at which depth: read again only when it changed.
+    const heads = new Map<string, { readonly depth: number; readonly head: DeadQueueHead }>()
 
-    const fromManagement = (queue: string, asOfMs: number): Effect.Effect<QueueFigures, ManagementUnanswered> =>
-      Effect.map(management.queue(queue), (found): QueueFigures =>
+    const fromManagement = (
+      queue: string,
+      asOfMs: number
+    ): Effect.Effect<readonly [QueueFigures, typeof QueueInfo.Type | undefined], ManagementUnanswered> =>
+      Effect.map(management.queue(queue), (found) =>
         Option.match(found, {
-          onNone: () => ({
-            ...unavailable(queue, asOfMs, "the queue does not exist"),
-            exists: false,
-            source: "management"
-          }),
-          onSome: (info) => ({
-            queue,
-            exists: true,
-            ready: info.messages_ready ?? null,
-            unacked: info.messages_unacknowledged ?? null,
-            consumers: info.consumers ?? null,
-            source: "management",
-            asOfMs,
-            staleUpToMs: ManagementSampleMs,
-            ...(info.messages_ready === undefined ? { detail: "the broker has not sampled this queue yet" } : {})
-          })
+          onNone: () =>
+            [
+              { ...unavailable(queue, asOfMs, "the queue does not exist"), exists: false, source: "management" },
+              undefined
+            ] as const,
+          onSome: (info) =>
+            [{
+              queue,
+              exists: true,
+              ready: info.messages_ready ?? null,
+              unacked: info.messages_unacknowledged ?? null,
+              consumers: info.consumers ?? null,
+              source: "management",
+              asOfMs,
+              staleUpToMs: ManagementSampleMs,
+              ...(info.messages_ready === undefined ? { detail: "the broker has not sampled this queue yet" } : {})
+            }, info] as const
         }))
 
-    // One channel per queue: a passive declare of a missing queue closes its channel (404).
     const fromDeclare = (queues: ReadonlyArray<string>, asOfMs: number, why: string) =>
-      Effect.scoped(Effect.gen(function*() {
-        const connection = yield* openConnection(brokerAccessOf(settings), `${settings.prefix}-status`)
-        return yield* Effect.forEach(queues, (queue) =>
-          Effect.acquireUseRelease(
-            Effect.tryPromise(() => connection.createChannel()),
-            (channel) => {
-              channel.on("error", () => {})
-              return Effect.tryPromise(() => channel.checkQueue(queue)).pipe(
-                Effect.map((ok): QueueFigures => ({
-                  queue,
-                  exists: true,
-                  ready: ok.messageCount,
-                  unacked: null,
-                  consumers: ok.consumerCount,
-                  source: "queue.declare",
-                  asOfMs,
-                  staleUpToMs: 0,
-                  detail: `management API: ${why}; unacked is not known`
-                })),
-                Effect.catchAll((error) =>
-                  Effect.succeed(
-                    /\b404\b|NOT_FOUND/.test(describeCause(error))
-                      ? {
-                        ...unavailable(queue, asOfMs, "the queue does not exist"),
-                        exists: false,
-                        source: "queue.declare" as const
-                      }
-                      : unavailable(queue, asOfMs, scrub(describeCause(error)))
-                  )
+      Effect.forEach(
+        queues,
+        (queue) =>
+          shared.withChannel((channel) =>
+            Effect.tryPromise(() => channel.checkQueue(queue)).pipe(
+              Effect.map((ok): QueueFigures => ({
+                queue,
+                exists: true,
+                ready: ok.messageCount,
+                unacked: null,
+                consumers: ok.consumerCount,
+                source: "queue.declare",
+                asOfMs,
+                staleUpToMs: 0,
+                detail: `management API: ${why}; unacked is not known`
+              })),
+              Effect.catchAll((error) =>
+                Effect.succeed(
+                  /\b404\b|NOT_FOUND/.test(describeCause(error))
+                    ? {
+                      ...unavailable(queue, asOfMs, "the queue does not exist"),
+                      exists: false,
+                      source: "queue.declare" as const
+                    }
+                    : unavailable(queue, asOfMs, scrub(describeCause(error)))
                 )
               )
-            },
-            (channel) => closeQuietly(() => channel.close())
-          ))
-      })).pipe(
-        Effect.provideService(AmqpClient, client),
-        Effect.catchAll((error) =>
-          Effect.succeed(
-            queues.map((q) => unavailable(q, asOfMs, `management API: ${why}; AMQP: ${scrub(error.message)}`))
+            )
+          ).pipe(
+            Effect.catchAll((error) =>
+              Effect.succeed(unavailable(queue, asOfMs, `management API: ${why}; AMQP: ${scrub(error.message)}`))
+            )
           )
+      )
+
+    /** The head's timestamp by `basic.get` and requeue, on the shared connection (see the layer's docstring). */
+    const peekHead = (queue: string, depth: number): Effect.Effect<DeadQueueHead> => {
+      const known = heads.get(queue)
+      if (known !== undefined && known.depth === depth) return Effect.succeed(known.head)
+      return shared.withChannel((channel) =>
+        Effect.tryPromise(async () => {
+          const message = await channel.get(queue, { noAck: false })
+          if (message === false) return { publishedAtMs: null }
+          channel.nack(message, false, true)
+          const seconds = message.properties.timestamp
+          return typeof seconds === "number"
+            ? { publishedAtMs: seconds * 1000 }
+            : { publishedAtMs: null, detail: "the oldest dead letter has no timestamp property" }
+        })
+      ).pipe(
+        Effect.tap((head) => Effect.sync(() => heads.set(queue, { depth, head }))),
+        Effect.catchAll((error) =>
+          Effect.succeed({ publishedAtMs: null, detail: scrub(describeCause(error)) } satisfies DeadQueueHead)
         )
       )
+    }
+
+    const deadHeadOf = (
+      dead: QueueFigures,
+      info: typeof QueueInfo.Type | undefined
+    ): Effect.Effect<DeadQueueHead> => {
+      if (dead.ready === null || dead.ready === 0) return Effect.succeed({ publishedAtMs: null })
+      if (info?.head_message_timestamp !== undefined && info.head_message_timestamp !== null) {
+        return Effect.succeed({ publishedAtMs: info.head_message_timestamp * 1000 })
+      }
+      if (settings.queueType === "quorum") return Effect.succeed({ publishedAtMs: null, detail: QuorumDeadNotRead })
+      if (info !== undefined) {
+        return Effect.succeed({ publishedAtMs: null, detail: "the oldest dead letter has no timestamp property" })
+      }
+      return peekHead(dead.queue, dead.ready)
+    }
 
     const figuresOf = (queues: ReadonlyArray<string>) =>
       Effect.gen(function*() {
@@ -111,7 +168,9 @@ export const BrokerStatsAmqp = Layer.effect(
         const answered = yield* Effect.either(
           Effect.forEach(queues, (q) => fromManagement(q, asOfMs), { concurrency: "unbounded" })
         )
-        return answered._tag === "Right" ? answered.right : yield* fromDeclare(queues, asOfMs, answered.left.detail)
+        return answered._tag === "Right"
+          ? answered.right
+          : (yield* fromDeclare(queues, asOfMs, answered.left.detail)).map((f) => [f, undefined] as const)
       })
 
     return {
@@ -123,10 +182,12 @@ export const BrokerStatsAmqp = Layer.effect(
             ...delays.map((d) => names.retryQueue(handler, d)),
             names.deadQueue(handler)
           ])
+          const [dead, deadInfo] = all[all.length - 1]!
           return {
-            queue: all[0]!,
-            retry: delays.map((delay, i) => ({ delayMs: Duration.toMillis(delay), figures: all[i + 1]! })),
-            dead: all[all.length - 1]!
+            queue: all[0]![0],
+            retry: delays.map((delay, i) => ({ delayMs: Duration.toMillis(delay), figures: all[i + 1]![0] })),
+            dead,
+            deadHead: yield* deadHeadOf(dead, deadInfo)
           }
         })
     }

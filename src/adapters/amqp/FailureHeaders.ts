@@ -252,8 +252,10 @@ export const retryCopy = (
 
 /**
  * The copy of a delivery for the handler's dead-letter queue: as a retry copy, plus the
- * reason and when; `expiration` moves to a header, so the copy does not expire. Throws
- * `CopyNotEncodable` (see `copyHeaders`).
+ * reason and when; `expiration` moves to a header, so the copy does not expire. An
+ * original without a `timestamp` gets the time it was dead-lettered as one, so that the
+ * dead queue's head always tells its age without being read (the management API's
+ * `head_message_timestamp`). Throws `CopyNotEncodable` (see `copyHeaders`).
  */
 export const deadCopy = (
   message: Message,
@@ -274,7 +276,13 @@ export const deadCopy = (
     exchange,
     routingKey,
     content: message.content,
-    options: { ...properties, messageId, persistent: true, headers },
+    options: {
+      timestamp: Math.floor(context.nowMs / 1000),
+      ...properties,
+      messageId,
+      persistent: true,
+      headers
+    },
     sameAs: sameCopy(exchange, routingKey, messageId, kit, headersOf(message.properties))
   }
 }

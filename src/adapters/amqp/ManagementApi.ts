@@ -5,9 +5,10 @@ import {
   HttpClientRequest,
   HttpClientResponse
 } from "@effect/platform"
-import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, Redacted, Schema, Stream } from "effect"
 import { Settings, type SettingsShape } from "../../config.js"
 import { describeCause } from "../../domain/errors.js"
+import { parseJsonBytes } from "../../domain/JsonInput.js"
 import { brokerUrlsOf, decodeUrlPart, scrubCredentials } from "./AmqpConnection.js"
 
 /** The management API refreshes queue figures every `collect_statistics_interval`, 5000 ms by default. */
@@ -47,12 +48,44 @@ export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "ma
   }
 }
 
-/** A queue's figures as the management API gives them; absent until the broker has sampled the queue. */
+/**
+ * A queue's figures as the management API gives them; absent until the broker has sampled
+ * the queue. `head_message_timestamp` is the AMQP `timestamp` (seconds) of the message at
+ * its head, `null` when it is empty or that message has none (classic queues only).
+ */
 export const QueueInfo = Schema.Struct({
   messages_ready: Schema.optional(Schema.Number),
   messages_unacknowledged: Schema.optional(Schema.Number),
-  consumers: Schema.optional(Schema.Number)
+  consumers: Schema.optional(Schema.Number),
+  head_message_timestamp: Schema.optional(Schema.NullOr(Schema.Number))
 })
+
+/** The most the kit reads of one management API answer, in bytes: a queue's JSON is a few KiB. */
+export const MaxManagementAnswerBytes = 1024 * 1024
+
+/**
+ * The JSON value of an answer, read as the kit reads any JSON it is given: at most
+ * `MaxManagementAnswerBytes` (a longer answer is not read further), strict UTF-8, nested at
+ * most 32 levels (`parseJsonBytes`). Fails with `ManagementUnanswered` saying which rule it broke.
+ */
+const boundedJson = (response: HttpClientResponse.HttpClientResponse) =>
+  Effect.gen(function*() {
+    const chunks: Array<Uint8Array> = []
+    let size = 0
+    yield* Stream.runForEachWhile(response.stream, (chunk) =>
+      Effect.sync(() => {
+        size += chunk.length
+        if (size <= MaxManagementAnswerBytes) chunks.push(chunk)
+        return size <= MaxManagementAnswerBytes
+      }))
+    if (size > MaxManagementAnswerBytes) {
+      return yield* new ManagementUnanswered({ detail: `the answer is over ${MaxManagementAnswerBytes} bytes` })
+    }
+    return yield* Either.match(parseJsonBytes(Buffer.concat(chunks, size)), {
+      onLeft: (refusal) => Effect.fail(new ManagementUnanswered({ detail: `the answer ${refusal.message}` })),
+      onRight: (document) => Effect.succeed(document.value)
+    })
+  }).pipe(Effect.catchTag("ResponseError", (error) => Effect.fail(new ManagementUnanswered({ detail: error.message }))))
 
 const Bindings = Schema.Array(Schema.Struct({ routing_key: Schema.String }))
 
@@ -72,7 +105,7 @@ const notFound = <A>(
   error.response.status !== 404
     ? Effect.fail(error)
     : Effect.flatMap(
-      Effect.orElseSucceed(error.response.json, () => undefined),
+      Effect.orElseSucceed(boundedJson(error.response), () => undefined),
       (body) =>
         isObjectNotFound(body)
           ? Effect.succeed(Option.none<A>())
@@ -118,7 +151,8 @@ export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<Managem
             HttpClientRequest.basicAuth(access.user, Redacted.value(access.password))
           )
         ).pipe(
-          Effect.flatMap(HttpClientResponse.schemaBodyJson(schema)),
+          Effect.flatMap(boundedJson),
+          Effect.flatMap(Schema.decodeUnknown(schema, { errors: "first" })),
           Effect.map(Option.some),
           Effect.catchTag("ResponseError", (error) => notFound<A>(error, access.baseUrl)),
           Effect.timeoutFail({
