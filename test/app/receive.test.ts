@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Context, Duration, Effect, Option, TestClock } from "effect"
 import type { RetryPolicy } from "../../src/app/failures.js"
 import { auditHandler, catalogHandler } from "../../src/app/handlers.js"
-import { type IncomingMessage, judge, judgeAll, receive, Verdict } from "../../src/app/receive.js"
+import { DefaultReceiveLimits, type IncomingMessage, judge, judgeAll, receive, Verdict } from "../../src/app/receive.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
@@ -151,7 +151,9 @@ describe("judge", () => {
         [{ messageId: "another-id" }, "UndecodableMessage.id-mismatch"],
         [{ contentType: "text/plain" }, "UndecodableMessage.bad-content-type"],
         [{ type: "material.published.v2" }, "UndecodableMessage.unknown-type"],
-        [{ body: Buffer.alloc(0) }, "UndecodableMessage.bad-body"]
+        [{ body: Buffer.alloc(0) }, "UndecodableMessage.bad-body"],
+        [{ headersRefused: "nests tables or arrays deeper than 32 levels" }, "UndecodableMessage.bad-headers"],
+        [{ body: Buffer.alloc(64 * 1024 + 1, 0x20) }, "UndecodableMessage.too-large"]
       ] as const
       for (const [overrides, errorTag] of cases) {
         expect(yield* judge(catalogHandler, policy)(incoming({ ...overrides, attempts: 2 }))).toMatchObject({
@@ -162,6 +164,22 @@ describe("judge", () => {
         })
       }
       expect(yield* Effect.flatMap(CatalogStore, (c) => c.count)).toBe(0)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("an event of exactly the byte limit is decoded; one byte more is incompatible, unread", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event()
+      const valid = MaterialMother.incoming(event)
+      const limits = { ...DefaultReceiveLimits, maxEventBytes: valid.body.byteLength }
+      expect(yield* judge(catalogHandler, policy, limits)(valid)).toEqual(Verdict.Ack({ disposition: "applied" }))
+      const padded = { ...valid, body: Buffer.concat([Buffer.from(valid.body), Buffer.from(" ")]) }
+      expect(yield* judge(catalogHandler, policy, limits)(padded)).toMatchObject({
+        _tag: "DeadLetter",
+        failure: {
+          errorTag: "UndecodableMessage.too-large",
+          detail: expect.stringContaining(`at most ${valid.body.byteLength}`)
+        }
+      })
     }).pipe(Effect.provide(ReceiverMemory)))
 
   it.effect("remembers each routed failure beside the receipts: retrying, then dead, and incompatible ones with an id as dead", () =>

@@ -40,7 +40,7 @@ const reconnects = Metric.value(Metric.tagged(Metrics.reconnects, "role", "catal
 
 describe.each(["classic", "quorum"] as const)("AMQP properties amqplib cannot decode, on %s queues", (queueType) => {
   it.scopedLive(
-    "an L header, tables 5,000 deep and a name given twice never cost the consumer its connection: the first is applied, the others dead-lettered as incompatible with their header bytes, and the next event applied",
+    "an L header, tables 5,000 deep, a name given twice and a body padded past 64 KiB never cost the consumer its connection: the first is applied, the others dead-lettered as incompatible with their header bytes and body, and the next event applied",
     () =>
       Effect.gen(function*() {
         const dir = yield* tempDataDir
@@ -61,23 +61,31 @@ describe.each(["classic", "quorum"] as const)("AMQP properties amqplib cannot de
           "big",
           rawTable(rawEntry("x-schema-version", "b", Buffer.of(2)), rawEntry("big", "l", i64(2n ** 63n - 1n)))
         )
+        const padded = eventWith(prefix, "padded", rawTable(version1))
+        const paddedBody = Buffer.concat([padded.publish.content, Buffer.alloc(1024 * 1024, 0x20)])
         const next = eventWith(prefix, "next", rawTable(version1))
-        yield* publishRaw(amqpUrl, [unsigned, deep, twice, big, next].map((e) => e.publish))
+        yield* publishRaw(amqpUrl, [
+          ...[unsigned, deep, twice, big].map((e) => e.publish),
+          { ...padded.publish, content: paddedBody },
+          next.publish
+        ])
 
         const applied = yield* eventually(
           Effect.sync(() => countRows(dir, "catalog", "inbox")),
           (n) => n === 2
         )
         expect(applied).toBe(2)
-        yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 3)
+        yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 4)
         expect((yield* reconnects).count).toBe(before)
 
         const letters = yield* Effect.flatMap(deadLettersOf(settings), (d) => d.list("catalog", 10))
         expect(letters.map((l) => [l.messageId, l.reason, l.errorTag])).toEqual([
           [deep.envelope.messageId, "incompatible", "IncompatibleMessage/UndecodableMessage.bad-headers"],
           [twice.envelope.messageId, "incompatible", "IncompatibleMessage/UndecodableMessage.bad-headers"],
-          [big.envelope.messageId, "incompatible", "IncompatibleMessage/UndecodableMessage.unknown-version"]
+          [big.envelope.messageId, "incompatible", "IncompatibleMessage/UndecodableMessage.unknown-version"],
+          [padded.envelope.messageId, "incompatible", "IncompatibleMessage/UndecodableMessage.too-large"]
         ])
+        expect(Buffer.from(letters[3]!.body)).toEqual(paddedBody)
         expect(letters[0]!.error).toContain("deeper than 32 levels")
         expect(letters[1]!.error).toContain("appears twice")
         const [deadDeep, deadTwice, deadBig] = yield* peekQueue(amqpUrl, names.deadQueue("catalog"))

@@ -78,6 +78,10 @@ export const toIncoming = (message: Message, origins?: DeliveryOrigins): Incomin
   }
 }
 
+/** Why a copy was not written, for the log line that says so: the broker's or the kit's reason. */
+const whyNot = (outcome: PublishOutcome | undefined) =>
+  outcome?._tag === "Rejected" ? { reason: outcome.reason, detail: outcome.detail } : {}
+
 /** How one delivery of a batch is settled once its verdict and its copy's outcome are known. */
 type Settlement = "ack" | "reject" | "hand-back"
 
@@ -331,7 +335,8 @@ export const runConsumer = <R>(options: ConsumerOptions<R>) => {
                   Effect.annotateLogs({
                     handler: options.handler,
                     messageId: String(message.properties.messageId),
-                    copy: outcomeOf.get(i)?._tag ?? "none"
+                    copy: outcomeOf.get(i)?._tag ?? "none",
+                    ...whyNot(outcomeOf.get(i))
                   })
                 )
             }
