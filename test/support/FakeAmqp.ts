@@ -58,6 +58,7 @@ export class FakeChannel extends EventEmitter {
   checkQueue = async (queue: string) => ({ queue, messageCount: 0, consumerCount: 0 })
   checkExchange = async () => ({})
   bindQueue = async () => ({})
+  bindExchange = async () => ({})
   prefetch = async () => ({})
   consume = async (_queue: string, onMessage: (message: ConsumeMessage | null) => void) => {
     this.consumer = onMessage

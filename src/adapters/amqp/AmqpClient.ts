@@ -12,6 +12,7 @@ export type AmqpChannel = Pick<
   | "assertExchange"
   | "assertQueue"
   | "bindQueue"
+  | "bindExchange"
   | "checkQueue"
   | "checkExchange"
   | "prefetch"

@@ -126,13 +126,19 @@ export class ManagementUnanswered
  * Reference"), each bounded by `ManagementTimeout`, logged in as `managementAccessOf`:
  * - `queue(name)`: `GET /api/queues/{vhost}/{name}`; `None` when the queue does not exist;
  * - `bindingKeys(exchange, queue)`: `GET /api/bindings/{vhost}/e/{exchange}/q/{queue}`,
- *   the routing keys that bind them.
+ *   the routing keys that bind them;
+ * - `exchangeBindingKeys(source, destination)`: `GET /api/bindings/{vhost}/e/{source}/e/{destination}`,
+ *   the routing keys that bind one exchange to the other.
  * Both fail with `ManagementUnanswered`. The user needs the `management` or
  * `monitoring` tag.
  */
 export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<ManagementApi, {
   readonly queue: (name: string) => Effect.Effect<Option.Option<typeof QueueInfo.Type>, ManagementUnanswered>
   readonly bindingKeys: (exchange: string, queue: string) => Effect.Effect<ReadonlyArray<string>, ManagementUnanswered>
+  readonly exchangeBindingKeys: (
+    source: string,
+    destination: string
+  ) => Effect.Effect<ReadonlyArray<string>, ManagementUnanswered>
 }>() {
   /** Over `fetch`. Needs `Settings`. */
   static readonly live = Layer.effect(
@@ -168,14 +174,17 @@ export class ManagementApi extends Context.Tag("dostavka/ManagementApi")<Managem
             )
           )
         )
+      const keysAt = (path: string) =>
+        Effect.map(
+          get(path, Bindings),
+          (found) => Option.match(found, { onNone: () => [], onSome: (bindings) => bindings.map((b) => b.routing_key) })
+        )
       return {
         queue: (name) => get(`/api/queues/${vhost}/${encodeURIComponent(name)}`, QueueInfo),
         bindingKeys: (exchange, queue) =>
-          Effect.map(
-            get(`/api/bindings/${vhost}/e/${encodeURIComponent(exchange)}/q/${encodeURIComponent(queue)}`, Bindings),
-            (found) =>
-              Option.match(found, { onNone: () => [], onSome: (bindings) => bindings.map((b) => b.routing_key) })
-          )
+          keysAt(`/api/bindings/${vhost}/e/${encodeURIComponent(exchange)}/q/${encodeURIComponent(queue)}`),
+        exchangeBindingKeys: (source, destination) =>
+          keysAt(`/api/bindings/${vhost}/e/${encodeURIComponent(source)}/e/${encodeURIComponent(destination)}`)
       }
     })
   ).pipe(Layer.provide(FetchHttpClient.layer))

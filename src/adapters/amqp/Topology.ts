@@ -7,8 +7,10 @@ import { BrokerRefused, BrokerUnavailable, closeQuietly } from "./AmqpConnection
 
 export interface ExchangeSpec {
   readonly name: string
-  readonly type: "topic" | "direct"
+  readonly type: "topic" | "direct" | "fanout"
   readonly durable: true
+  /** Exchange arguments (`alternate-exchange`); they must match what the broker has, or it answers 406. */
+  readonly arguments?: Readonly<Record<string, string>>
 }
 
 export interface QueueSpec {
@@ -24,11 +26,19 @@ export interface BindingSpec {
   readonly routingKey: string
 }
 
+/** A binding of one exchange to another (RabbitMQ "Exchange to Exchange Bindings"): what `source` routes with `routingKey` goes on to `destination`. */
+export interface ExchangeBindingSpec {
+  readonly source: string
+  readonly destination: string
+  readonly routingKey: string
+}
+
 /** The whole broker topology as one value: declaring, printing and tests all read it. */
 export interface Topology {
   readonly exchanges: ReadonlyArray<ExchangeSpec>
   readonly queues: ReadonlyArray<QueueSpec>
   readonly bindings: ReadonlyArray<BindingSpec>
+  readonly exchangeBindings: ReadonlyArray<ExchangeBindingSpec>
 }
 
 /** A retry tier's name in queue names and routing keys: `1s`, `10s`, `60s`, or `1500ms`. */
@@ -53,6 +63,8 @@ export const namesOf = (prefix: string) => ({
   queue: (handler: HandlerName) => `${prefix}.${handler}`,
   deadQueue: (handler: HandlerName) => `${prefix}.${handler}.dead`,
   handlerExchange: (handler: HandlerName) => `${prefix}.${handler}.dlx`,
+  redeliveryExchange: (handler: HandlerName) => `${prefix}.${handler}.redeliver`,
+  unroutableExchange: (handler: HandlerName) => `${prefix}.${handler}.unroutable`,
   retryQueue: (handler: HandlerName, delay: Duration.Duration) => `${prefix}.${handler}.retry.${tierName(delay)}`
 })
 
@@ -76,6 +88,15 @@ export interface TopologySettings {
  *     the routing key `redeliver` into the handler's exchange: a message waits there the
  *     tier's delay, then returns to `<prefix>.H` (RabbitMQ "Dead Letter Exchanges",
  *     "Time-To-Live and Expiration"). One TTL per queue keeps expiry in arrival order;
+ *   - a second way back that no single lost binding can cut: `<prefix>.H.dlx` is bound
+ *     (exchange to exchange, `redeliver`) to `<prefix>.H.redeliver`, a direct exchange
+ *     bound to `<prefix>.H` with `redeliver` too, whose alternate exchange is the fanout
+ *     `<prefix>.H.unroutable`, bound to `<prefix>.H.dead`. A message reaching the queue
+ *     both ways is enqueued once. A retry that expires while both bindings to the queue
+ *     are gone, or the queue itself, lands on the dead queue, which an operator replays
+ *     from, instead of being dropped in silence (broker dead-lettering confirms nothing,
+ *     and a classic queue's expiry into no route is not even logged). Checked on RabbitMQ
+ *     3.10, classic and quorum: the alternate exchange applies to dead-lettered messages;
  *   - `<prefix>.H.dead`, where the consumer puts what it can never process or gave up
  *     on, and where the broker dead-letters what the queue itself rejects, drops from its
  *     head on overflow, or delivers past a quorum queue's delivery limit.
@@ -108,8 +129,14 @@ export const topologyOf = (settings: TopologySettings, part: TopologyPart = "all
         ...atLeastOnce
       }
     }))
+    const redelivery = names.redeliveryExchange(handler)
+    const unroutable = names.unroutableExchange(handler)
     return {
-      exchange: { name: exchange, type: "direct", durable: true } satisfies ExchangeSpec,
+      exchanges: [
+        { name: exchange, type: "direct", durable: true },
+        { name: unroutable, type: "fanout", durable: true },
+        { name: redelivery, type: "direct", durable: true, arguments: { "alternate-exchange": unroutable } }
+      ] satisfies Array<ExchangeSpec>,
       queues: [
         {
           name: names.queue(handler),
@@ -133,15 +160,21 @@ export const topologyOf = (settings: TopologySettings, part: TopologyPart = "all
           exchange,
           routingKey: HandlerRoutes.retry(delay)
         })),
-        { queue: names.deadQueue(handler), exchange, routingKey: HandlerRoutes.dead }
-      ] satisfies Array<BindingSpec>
+        { queue: names.deadQueue(handler), exchange, routingKey: HandlerRoutes.dead },
+        { queue: names.queue(handler), exchange: redelivery, routingKey: HandlerRoutes.redeliver },
+        { queue: names.deadQueue(handler), exchange: unroutable, routingKey: "" }
+      ] satisfies Array<BindingSpec>,
+      exchangeBindings: [
+        { source: exchange, destination: redelivery, routingKey: HandlerRoutes.redeliver }
+      ] satisfies Array<ExchangeBindingSpec>
     }
   }
   const handlers = (part === "all" ? HandlerNames : part === "relay" ? [] : [part]).map(perHandler)
   return {
-    exchanges: [{ name: names.exchange, type: "topic", durable: true }, ...handlers.map((h) => h.exchange)],
+    exchanges: [{ name: names.exchange, type: "topic", durable: true }, ...handlers.flatMap((h) => h.exchanges)],
     queues: handlers.flatMap((h) => h.queues),
-    bindings: handlers.flatMap((h) => h.bindings)
+    bindings: handlers.flatMap((h) => h.bindings),
+    exchangeBindings: handlers.flatMap((h) => h.exchangeBindings)
   }
 }
 
@@ -185,8 +218,8 @@ const declareStep = (object: string, declare: () => Promise<unknown>) =>
   })
 
 /**
- * Declares `topology` idempotently (exchange.declare, queue.declare, queue.bind with
- * the same arguments each time) on a channel of its own, closed afterwards: a 406 closes
+ * Declares `topology` idempotently (exchange.declare, queue.declare, queue.bind and
+ * exchange.bind with the same arguments each time) on a channel of its own, closed afterwards: a 406 closes
  * the channel it happens on. Fails with `TopologyMismatch` naming the first object the
  * broker disagrees on, or `BrokerUnavailable`.
  */
@@ -202,7 +235,11 @@ export const declareTopology = (connection: AmqpConnection, topology: Topology) 
         for (const exchange of topology.exchanges) {
           yield* declareStep(
             `exchange '${exchange.name}'`,
-            () => channel.assertExchange(exchange.name, exchange.type, { durable: exchange.durable })
+            () =>
+              channel.assertExchange(exchange.name, exchange.type, {
+                durable: exchange.durable,
+                ...(exchange.arguments === undefined ? {} : { arguments: exchange.arguments })
+              })
           )
         }
         for (const queue of topology.queues) {
@@ -215,6 +252,12 @@ export const declareTopology = (connection: AmqpConnection, topology: Topology) 
           yield* declareStep(
             `binding '${binding.exchange}' -> '${binding.queue}' (${binding.routingKey})`,
             () => channel.bindQueue(binding.queue, binding.exchange, binding.routingKey)
+          )
+        }
+        for (const binding of topology.exchangeBindings) {
+          yield* declareStep(
+            `binding '${binding.source}' -> exchange '${binding.destination}' (${binding.routingKey})`,
+            () => channel.bindExchange(binding.destination, binding.source, binding.routingKey)
           )
         }
       }),

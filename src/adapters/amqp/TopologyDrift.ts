@@ -41,8 +41,9 @@ const exists = (
 
 /**
  * What of `topology` the broker lacks: its exchanges and queues by passive declare
- * (`exchange.declare`/`queue.declare` with `passive`), its bindings through the management
- * API's binding list, since AMQP 0-9-1 has no passive `queue.bind`. Fails with
+ * (`exchange.declare`/`queue.declare` with `passive`), its bindings (to queues and to
+ * exchanges) through the management API's binding lists, since AMQP 0-9-1 has no passive
+ * `queue.bind`. Fails with
  * `BrokerUnavailable`; a management API that does not answer only leaves the bindings
  * unchecked.
  */
@@ -63,17 +64,22 @@ export const checkTopology = (
     }
     let bindingsChecked = Option.isSome(management)
     if (Option.isSome(management)) {
-      const found = yield* Effect.either(Effect.forEach(topology.bindings, (b) =>
-        Effect.map(management.value.bindingKeys(b.exchange, b.queue), (keys) =>
-          keys.includes(b.routingKey))))
+      const api = management.value
+      const checks = [
+        ...topology.bindings.map((b) => ({
+          name: `binding '${b.exchange}' -> '${b.queue}' (${b.routingKey})`,
+          found: Effect.map(api.bindingKeys(b.exchange, b.queue), (keys) => keys.includes(b.routingKey))
+        })),
+        ...topology.exchangeBindings.map((b) => ({
+          name: `binding '${b.source}' -> exchange '${b.destination}' (${b.routingKey})`,
+          found: Effect.map(api.exchangeBindingKeys(b.source, b.destination), (keys) => keys.includes(b.routingKey))
+        }))
+      ]
+      const found = yield* Effect.either(Effect.forEach(checks, (check) => check.found))
       if (found._tag === "Left") {
         bindingsChecked = false
       } else {
-        for (const [i, b] of topology.bindings.entries()) {
-          if (!found.right[i]) {
-            missing.push(`binding '${b.exchange}' -> '${b.queue}' (${b.routingKey})`)
-          }
-        }
+        for (const [i, check] of checks.entries()) if (!found.right[i]) missing.push(check.name)
       }
     }
     return { missing, bindingsChecked } satisfies TopologyCheck
