@@ -23,7 +23,7 @@ import type { HandlerName } from "./domain/HandlerName.js"
  * |---|---|---|
  * | DOSTAVKA_AMQP_URL | amqp://guest:guest@127.0.0.1:5672 | broker URL (amqp: or amqps:), or a cluster's node URLs separated by commas, tried in turn; redacted in every log |
  * | DOSTAVKA_HTTP_PORT | 8080 | publication API port (1–65535), always bound to 127.0.0.1 |
- * | DOSTAVKA_DATA_DIR | ./var | folder of the SQLite files api.db, catalog.db, audit.db |
+ * | DOSTAVKA_DATA_DIR | ./var | folder of the SQLite files api.db, catalog.db, audit.db, claimed for one prefix (`claimDataDir`, `roles/DataDirClaim.ts`) |
  * | DOSTAVKA_PREFIX | dostavka | prefix of every exchange and queue name |
  * | DOSTAVKA_QUEUE_TYPE | classic | `classic` or `quorum` for the handler queues |
  * | DOSTAVKA_PREFETCH | 50 | unacked deliveries per consumer (basic.qos, per consumer), 1–65535 |
@@ -46,7 +46,8 @@ import type { HandlerName } from "./domain/HandlerName.js"
  *
  * A bad value fails with a `ConfigError` whose message names the variable, what is wrong
  * with the value and what is accepted, e.g. `DOSTAVKA_HTTP_PORT="abc" is not accepted: use
- * an integer from 1 to 65535`.
+ * an integer from 1 to 65535`. A `DOSTAVKA_*` name that none of these reads is found by
+ * `unknownVariables` (`cli/EnvironmentNames.ts`).
  */
 export interface SettingsShape {
   readonly amqpUrl: Redacted.Redacted<string>

@@ -9,10 +9,32 @@ import {
   DeadLetterSelection,
   sameMessageId
 } from "../ports/DeadLetters.js"
-import { formatAge, table } from "./Table.js"
+import { formatAge, idList, table } from "./Table.js"
 
 /** A command line that asks for something the command cannot do; printed as one line, exit 2. */
 export class UsageError extends Data.TaggedError("UsageError")<{ readonly detail: string }> {
+  override get message() {
+    return this.detail
+  }
+}
+
+/**
+ * Nothing of what the command was asked for was found (an id no dead letter or parked
+ * row has, an empty queue's head); printed as one line, exit 1. A selection of
+ * everything (`--all`) that finds nothing is no miss: there was nothing to do.
+ */
+export class NothingFound extends Data.TaggedError("NothingFound")<{ readonly detail: string }> {
+  override get message() {
+    return this.detail
+  }
+}
+
+/**
+ * The command did part of its work, or none of it for a reason that may pass (a copy the
+ * broker did not confirm): what it did is printed with its counts on stdout, and this one
+ * line on stderr; exit 1, so that a script does not take it for done.
+ */
+export class PartlyDone extends Data.TaggedError("PartlyDone")<{ readonly detail: string }> {
   override get message() {
     return this.detail
   }
@@ -23,8 +45,9 @@ const handler = Options.choice("handler", HandlerNames).pipe(
 )
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON instead of a table"))
 const ids = Options.text("id").pipe(
+  Options.withPseudoName("MESSAGE_ID"),
   Options.repeated,
-  Options.withDescription("a dead letter's message id (repeatable)")
+  Options.withDescription("a dead letter's message id, as dead list shows it (repeatable)")
 )
 const all = Options.boolean("all").pipe(Options.withDescription("every dead letter of the handler"))
 const head = Options.boolean("head").pipe(
@@ -47,15 +70,6 @@ const selectionOf = (chosen: ReadonlyArray<string>, everything: boolean, first =
     )
 }
 
-/** Ids printed in full before a list is summarised: a move of 50,000 letters prints counts, not 50,000 ids. */
-const MaxListedIds = 20
-
-/** `ids` for a terminal: each escaped (`printable`), at most `MaxListedIds` of them, then how many more. */
-const idList = (ids: ReadonlyArray<string>): string =>
-  ids.length <= MaxListedIds
-    ? ids.map(printable).join(", ")
-    : `${ids.slice(0, MaxListedIds).map(printable).join(", ")} and ${ids.length - MaxListedIds} more`
-
 const bodyText = (body: Uint8Array): { readonly body: string; readonly bodyEncoding: "utf-8" | "base64" } => {
   try {
     return { body: new TextDecoder("utf-8", { fatal: true }).decode(body), bodyEncoding: "utf-8" }
@@ -66,12 +80,20 @@ const bodyText = (body: Uint8Array): { readonly body: string; readonly bodyEncod
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-/** A header value as JSON: a 64-bit integer beyond ±(2^53 − 1) as its digits, bytes as `{ "base64": … }`. */
-const jsonValue = (_key: string, value: unknown): unknown =>
+/**
+ * A header value as JSON: a 64-bit integer beyond ±(2^53 − 1) as its digits, bytes as
+ * `{ "base64": … }`. Done before `JSON.stringify`, whose replacer sees a Buffer only after
+ * `Buffer.prototype.toJSON` has made it `{ type, data }`.
+ */
+const jsonValue = (value: unknown): unknown =>
   typeof value === "bigint"
     ? value.toString()
     : value instanceof Uint8Array
     ? { base64: Buffer.from(value).toString("base64") }
+    : Array.isArray(value)
+    ? value.map(jsonValue)
+    : typeof value === "object" && value !== null
+    ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, jsonValue(v)]))
     : value
 
 /** A dead letter as JSON: every field, its properties, and its body as text (base64 when not UTF-8). */
@@ -88,12 +110,12 @@ export const deadLetterJson = (letter: DeadLetter) => ({
   dead_at: iso(letter.deadAtMs),
   original_exchange: letter.originalExchange,
   original_routing_key: letter.originalRoutingKey,
-  properties: JSON.parse(JSON.stringify(letter.properties, jsonValue)) as unknown,
+  properties: jsonValue(letter.properties),
   ...(letter.headersRefused === undefined ? {} : { headers_refused: letter.headersRefused }),
   ...bodyText(letter.body)
 })
 
-const printJson = (value: unknown) => Console.log(printableJson(JSON.stringify(value, jsonValue, 2)))
+const printJson = (value: unknown) => Console.log(printableJson(JSON.stringify(jsonValue(value), null, 2)))
 
 const list = Command.make(
   "list",
@@ -130,13 +152,24 @@ const list = Command.make(
 
 const show = Command.make(
   "show",
-  { handler, json, id: Options.text("id") },
+  {
+    handler,
+    json,
+    id: Options.text("id").pipe(
+      Options.withPseudoName("MESSAGE_ID"),
+      Options.withDescription("the dead letter's message id, as dead list shows it")
+    )
+  },
   ({ handler, id, json }) =>
     Effect.gen(function*() {
       const letters = yield* Effect.flatMap(DeadLetters, (d) => d.list(handler, Number.MAX_SAFE_INTEGER))
       const letter = letters.find((l) => sameMessageId(l.messageId, id))
       if (letter === undefined) {
-        return yield* new UsageError({ detail: `no dead letter with message id ${printable(id)} for ${handler}` })
+        return yield* new NothingFound({
+          detail: `no dead letter with message id ${
+            printable(id)
+          } for ${handler}; dead list --handler ${handler} shows their ids`
+        })
       }
       const view = deadLetterJson(letter)
       if (json) return yield* printJson(view)
@@ -171,6 +204,42 @@ const printMove = (verb: string, handler: string, move: DeadLetterMove, json: bo
       if (move.notFound.length > 0) yield* Console.log(`not found: ${move.notFound.length}: ${idList(move.notFound)}`)
     })
 
+/**
+ * What a move's exit says (`dostavka` exit codes): nothing when everything selected was
+ * moved (an `--all` of an empty queue included); `NothingFound` when none of the ids
+ * asked for, or no head, was there; `PartlyDone` when letters were left in place (not
+ * confirmed by the broker, or undecodable) or some ids were not found, with the counts.
+ */
+const moveOutcome = (verb: string, handler: string, selection: DeadLetterSelection, move: DeadLetterMove) => {
+  const left = move.failed.length + move.undecodable.length
+  if (left === 0 && move.notFound.length === 0 && (selection._tag !== "Head" || move.moved.length > 0)) {
+    return Effect.void
+  }
+  if (left === 0 && move.moved.length === 0) {
+    return Effect.fail(
+      new NothingFound({
+        detail: selection._tag === "Head"
+          ? `the dead queue of ${handler} is empty: nothing ${verb}`
+          : `no dead letter of ${handler} has ${
+            move.notFound.length === 1 ? "that id" : `any of those ${move.notFound.length} ids`
+          }: nothing ${verb}; dead list --handler ${handler} shows their ids`
+      })
+    )
+  }
+  const parts = [
+    move.failed.length > 0 ? `${move.failed.length} not confirmed by the broker (left in place; run it again)` : "",
+    move.undecodable.length > 0 ? `${move.undecodable.length} undecodable (left in place; purge removes them)` : "",
+    move.notFound.length > 0 ? `${move.notFound.length} not found` : ""
+  ].filter((part) => part !== "")
+  return Effect.fail(
+    new PartlyDone({
+      detail: `${verb} ${move.moved.length} of ${
+        move.moved.length + left + move.notFound.length
+      } dead letter(s) of ${handler}: ${parts.join(", ")}`
+    })
+  )
+}
+
 const replay = Command.make(
   "replay",
   {
@@ -184,7 +253,9 @@ const replay = Command.make(
     Effect.gen(function*() {
       const selection = yield* selectionOf(ids, all)
       const move = yield* Effect.flatMap(DeadLetters, (d) => d.replay(handler, selection, { dryRun }))
-      yield* printMove(dryRun ? "would replay" : "replayed", handler, move, json)
+      const verb = dryRun ? "would replay" : "replayed"
+      yield* printMove(verb, handler, move, json)
+      yield* moveOutcome(verb, handler, selection, move)
     })
 ).pipe(Command.withDescription("send dead letters back to their handler's queue only, attempts reset"))
 
@@ -204,6 +275,7 @@ const purge = Command.make(
       if (!yes) return yield* new UsageError({ detail: "purge deletes dead letters for good; add --yes to do it" })
       const move = yield* Effect.flatMap(DeadLetters, (d) => d.purge(handler, selection))
       yield* printMove("purged", handler, move, json)
+      yield* moveOutcome("purged", handler, selection, move)
     })
 ).pipe(Command.withDescription("delete dead letters for good"))
 

@@ -1,3 +1,5 @@
+import { printable } from "../adapters/logging/TerminalText.js"
+
 /** `rows` under `headers`, in columns two spaces apart; cells over `maxCell` characters are cut with `…`. */
 export const table = (
   headers: ReadonlyArray<string>,
@@ -23,3 +25,12 @@ export const formatAge = (ms: number | null, nowMs: number): string => {
     ? `${Math.round(seconds / 3600)}h`
     : `${Math.round(seconds / 86_400)}d`
 }
+
+/** Ids printed in full before a list is summarised: a move of 50,000 letters prints counts, not 50,000 ids. */
+const MaxListedIds = 20
+
+/** `ids` for a terminal: each escaped (`printable`), at most `MaxListedIds` of them, then how many more. */
+export const idList = (ids: ReadonlyArray<string>): string =>
+  ids.length <= MaxListedIds
+    ? ids.map(printable).join(", ")
+    : `${ids.slice(0, MaxListedIds).map(printable).join(", ")} and ${ids.length - MaxListedIds} more`

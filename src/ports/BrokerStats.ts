@@ -19,6 +19,12 @@ export interface QueueFigures {
   readonly ready: number | null
   /** Messages delivered and not yet acknowledged. */
   readonly unacked: number | null
+  /**
+   * Every message the queue holds: ready, unacked, and those the broker holds back (a
+   * quorum queue's at-least-once dead-lettering keeps a message whose route is gone until
+   * it is back); absent where the source does not count them (a passive declare).
+   */
+  readonly messages?: number | null
   readonly consumers: number | null
   readonly source: FigureSource
   /** When the kit asked, in ms since the epoch. */
@@ -53,6 +59,8 @@ export interface HandlerQueueFigures {
  * and `detail`, so a figure is never a wrong zero.
  */
 export interface BrokerStatsShape {
+  /** Where the figures come from, for the view's header: the broker's `host:port` (the first of a cluster's list) and the vhost. */
+  readonly target: { readonly broker: string; readonly vhost: string }
   readonly handlerQueues: (handler: HandlerName) => Effect.Effect<HandlerQueueFigures>
 }
 

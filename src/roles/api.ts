@@ -1,7 +1,7 @@
 import { HttpApiBuilder, HttpServer } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { BrokerStatsAmqp } from "../adapters/amqp/BrokerStatsAmqp.js"
-import { loopbackHttpServer, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
+import { loopbackHttpServer, namingPortSetting, servePublicationApi } from "../adapters/http/LoopbackHttpServer.js"
 import { PublicationHttpApi } from "../adapters/http/PublicationHttpApi.js"
 import {
   PublicationOperationsLive,
@@ -46,12 +46,13 @@ export const publicationApi = <E1, R1, E2, R2, E3, R3>(
 
 /**
  * The `api` role: the publication API on 127.0.0.1:`DOSTAVKA_HTTP_PORT`, writing through
- * `api.db`'s stores and reading through a read-only connection of its own. Needs
+ * `api.db`'s stores and reading through a read-only connection of its own. A port it
+ * cannot listen on fails with `PortUnavailable` naming `DOSTAVKA_HTTP_PORT`. Needs
  * `Settings`, `OutboxSignal` and `Supervisor`.
  */
 export const ApiRole = Layer.unwrapEffect(
   Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores, statusViewOver(ApiQueryStores)))
-)
+).pipe(namingPortSetting("DOSTAVKA_HTTP_PORT"))
 
 /**
  * The status view over `outbox` (read-only), the receivers' inboxes in the data dir, and

@@ -167,6 +167,27 @@ describe("the consumer, against a scripted broker", () => {
       yield* until(() => consuming(fake).settlements.length === 2)
     }))
 
+  it.scoped("the same poison published twice is dead-lettered twice: a copy confirmed to its call is not taken for the next one", () =>
+    Effect.gen(function*() {
+      const fake = new FakeAmqp()
+      const incompatible = new IncompatibleMessage({ errorTag: "UndecodableMessage.bad-body", detail: "not JSON" })
+      yield* consumerOver(
+        fake,
+        (batch) =>
+          Effect.succeed(
+            batch.map(() => Verdict.DeadLetter({ reason: "incompatible", failure: incompatible, attempts: 0 }))
+          )
+      )
+      yield* ready(fake)
+      for (const [i, expected] of [[0, 1], [1, 2]] as const) {
+        consuming(fake).deliver(Buffer.from("this is not json"), { messageId: "poison-1", headers: {} })
+        yield* until(() => copiesChannel(fake)?.published.length === expected)
+        copiesChannel(fake)!.confirm(i)
+        yield* until(() => consuming(fake).settlements.length === expected)
+      }
+      expect(copiesChannel(fake)!.published.map((p) => p.routingKey)).toEqual(["dead", "dead"])
+    }))
+
   it.scoped("a retry copy moved back by hand starts afresh, and its copy is sent, not taken for its first life's copy of the same attempt", () =>
     Effect.gen(function*() {
       const fake = new FakeAmqp()

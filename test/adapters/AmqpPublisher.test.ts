@@ -128,9 +128,28 @@ describe("the publisher, against a scripted broker", () => {
       expect(fake.last.last.published.map((p) => p.options.messageId)).toEqual(["a", "b"])
       fake.last.last.confirmAll()
       expect(tagsOf(yield* Fiber.join(second))).toEqual(["Confirmed", "Confirmed"])
-      // Confirmed late, remembered: sent again, it is confirmed without a second copy.
+      // Its confirm reached a caller: a later publish of "a" is a message of its own, and is sent.
+      const third = yield* Effect.fork(publisher.publish([message("a")]))
+      yield* until(() => fake.last.last.published.length === 3)
+      fake.last.last.confirm(2)
+      expect(tagsOf(yield* Fiber.join(third))).toEqual(["Confirmed"])
+    }))
+
+  it.scoped("a confirm that comes after its call gave up is given to the next call of that message, once, without sending it again", () =>
+    Effect.gen(function*() {
+      const fake = new FakeAmqp()
+      const publisher = yield* publisherOver(fake)
+      const first = yield* Effect.fork(publisher.publish([message("a")]))
+      yield* until(() => fake.last?.last?.published.length === 1)
+      yield* TestClock.adjust(confirmTimeout)
+      expect(tagsOf(yield* Fiber.join(first))).toEqual(["Unknown(confirm-timeout)"])
+      fake.last.last.confirm(0)
       expect(tagsOf(yield* publisher.publish([message("a")]))).toEqual(["Confirmed"])
-      expect(fake.last.last.published).toHaveLength(2)
+      expect(fake.last.last.published).toHaveLength(1)
+      const again = yield* Effect.fork(publisher.publish([message("a")]))
+      yield* until(() => fake.last.last.published.length === 2)
+      fake.last.last.confirm(1)
+      expect(tagsOf(yield* Fiber.join(again))).toEqual(["Confirmed"])
     }))
 
   it.scoped("while the broker blocks the connection nothing is sent; publishing resumes when it is unblocked", () =>

@@ -106,6 +106,24 @@ describe("field tables, as RabbitMQ encodes them", () => {
     expect(refused(rawEntry("deep", "F", nestedTables(4_000)))).toMatchObject({ reason: "too-deep" })
   })
 
+  it("names are compared as the bytes RabbitMQ compares: a leading BOM is kept, and two names that are not UTF-8 are two names", () => {
+    const named = (name: Buffer, tag: string, payload: Buffer) =>
+      Buffer.concat([Buffer.of(name.length), name, Buffer.from(tag, "latin1"), payload])
+    const bom = decoded(named(Buffer.from("\uFEFFx-schema-version"), "b", Buffer.of(1)))
+    expect(bom.values["x-schema-version"]).toBeUndefined()
+    expect(Object.keys(bom.values)).toEqual(["\uFEFFx-schema-version"])
+    expect(
+      decoded(Buffer.concat([
+        named(Buffer.from("\uFEFFtrace"), "t", Buffer.of(1)),
+        named(Buffer.from("trace"), "t", Buffer.of(1))
+      ])).entries
+    ).toHaveLength(2)
+    expect(
+      decoded(Buffer.concat([named(Buffer.of(0xff), "t", Buffer.of(1)), named(Buffer.of(0xfe), "t", Buffer.of(1))]))
+        .entries
+    ).toHaveLength(2)
+  })
+
   it("a name `__proto__` is a field like any other", () => {
     const table = decoded(rawEntry("__proto__", "S", sized(Buffer.from("x"))))
     expect(Object.keys(table.values)).toEqual(["__proto__"])

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
 import { toStatusWire } from "../../src/adapters/http/StatusWire.js"
-import { StatusView } from "../../src/app/status.js"
+import { type StatusReport, StatusView } from "../../src/app/status.js"
 import { statusTable } from "../../src/cli/StatusCommands.js"
 import { Settings } from "../../src/config.js"
 import { BrokerConnections, ConnectionState } from "../../src/ports/BrokerConnections.js"
@@ -9,11 +9,11 @@ import { Inbox } from "../../src/ports/Inbox.js"
 import { Outbox } from "../../src/ports/Outbox.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 import { ApiMemory } from "../support/memory.js"
-import { memoryStatusView } from "../support/status.js"
+import { managementFigures, memoryStatusView } from "../support/status.js"
 
 const Minute = 60_000
 
-const view = Layer.merge(memoryStatusView(ApiMemory, { catalog: 1 }, { catalog: 7 * Minute }), ApiMemory).pipe(
+const view = Layer.merge(memoryStatusView(ApiMemory, {}, { catalog: 7 * Minute }), ApiMemory).pipe(
   Layer.provideMerge(Layer.merge(Settings.with({}), BrokerConnections.layer))
 )
 
@@ -98,7 +98,34 @@ describe("the status view", () => {
       })
       expect(wire.handlers[0]!.inbox!.last_applied_at).toBe(new Date(4 * Minute).toISOString())
       const text = statusTable(report)
-      expect(text).toContain("catalog: 1 published event(s) never reached it")
+      expect(text).toContain(
+        "! catalog: 1 event(s) published over 60 s ago are in none of its queues and were never applied"
+      )
+      expect(text).toContain("broker 127.0.0.1:5672, vhost /, prefix")
       expect(text).toMatch(/t-catalog-consumer\s+reconnecting \(attempt 3\)\s+60s\s+ECONNREFUSED/)
     }).pipe(Effect.provide(view)))
+
+  it("the table escapes what came from the broker: a connection's error and a dead queue's detail with ESC, C1 CSI and a bidi override", () => {
+    const figures = managementFigures("q", 0, 0, 0)
+    const hostile = "closed: \u001b]8;;http://evil.example\u001b\\click\u001b]8;;\u001b\\ \u009b2J \u202eesrever"
+    const report: StatusReport = {
+      asOfMs: 1_000_000,
+      scope: { broker: "127.0.0.1:5672", vhost: "/", prefix: "p" },
+      outbox: null,
+      outboxDetail: "api.db is not here",
+      handlers: [{
+        handler: "catalog",
+        queue: figures,
+        retry: [],
+        dead: { figures: { ...figures, ready: 1 }, oldestAgeMs: null, detail: hostile },
+        inbox: null,
+        gaps: null
+      }],
+      connections: [{ name: "p-status", state: "reconnecting", sinceMs: 0, attempt: 2, detail: hostile }]
+    }
+    const text = statusTable(report)
+    // eslint-disable-next-line no-control-regex -- none may be left
+    expect(text).not.toMatch(/[\u001b\u009b\u202e]/)
+    expect(text).toContain("\\x1b]8;;http://evil.example")
+  })
 })

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http"
 import { createServer, type Server } from "node:net"
 import { namesOf } from "../../src/adapters/amqp/Topology.js"
 import { CatalogRole } from "../../src/roles/receivers.js"
@@ -175,6 +176,38 @@ describe("the command line", () => {
         expect(yield* depthOf(amqpUrl, names.deadQueue("catalog"))).toBe(0)
       }),
     120_000
+  )
+
+  it.scopedLive(
+    "status --json escapes what it shows: a management URL answering a page with a C1 CSI and a bidi override leaves them as \\u escapes",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("status-escapes")
+        yield* cleanupTopology(prefix)
+        yield* startRoles(CatalogRole, testSettings(prefix, dir))
+        const page = yield* Effect.acquireRelease(
+          Effect.async<HttpServer>((resume) => {
+            const server = createHttpServer((_, response) => {
+              response.writeHead(200, { "content-type": "text/html; charset=utf-8" })
+              response.end("\u009b2J\u202eevil <html>")
+            })
+            server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+          }),
+          (server) => Effect.sync(() => server.close())
+        )
+        const run = yield* dostavka(["status", "--json"], {
+          DOSTAVKA_PREFIX: prefix,
+          DOSTAVKA_DATA_DIR: dir,
+          DOSTAVKA_RETRY_DELAYS_MS: "300,600",
+          DOSTAVKA_MAX_ATTEMPTS: "3",
+          DOSTAVKA_MANAGEMENT_URL: `http://127.0.0.1:${(page.address() as { port: number }).port}`
+        })
+        expect(run.code).toBe(0)
+        expect(run.stdout).toContain("not valid JSON")
+        expect(run.stdout).not.toMatch(/[\u009b\u202e]/)
+      }),
+    60_000
   )
 
   it.live(

@@ -4,11 +4,14 @@ import type { GetMessage } from "amqplib"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import { AmqpClient } from "../../src/adapters/amqp/AmqpClient.js"
 import { openConnection } from "../../src/adapters/amqp/AmqpConnection.js"
+import { DeadLettersAmqp } from "../../src/adapters/amqp/DeadLettersAmqp.js"
 import { toPublish } from "../../src/adapters/amqp/EventBusAmqp.js"
 import { KitHeaders } from "../../src/adapters/amqp/FailureHeaders.js"
 import { declareTopology, namesOf, topologyOf } from "../../src/adapters/amqp/Topology.js"
+import { DeadLetters } from "../../src/ports/DeadLetters.js"
 import { AuditRole, CatalogRole } from "../../src/roles/receivers.js"
 import {
+  amqpUrl,
   cleanupTopology,
   depthOf,
   eventually,
@@ -81,6 +84,45 @@ describe("dead letters on the real broker", () => {
         [KitHeaders.error]: expect.stringContaining("JSON")
       })
     }))
+
+  it.scopedLive(
+    "an event the broker dead-lettered by itself from the handler's queue (it expired there) is listed from its x-death, not from the kit headers its publisher forged",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDataDir
+        const prefix = uniquePrefix("forged-dead")
+        yield* cleanupTopology(prefix)
+        const names = namesOf(prefix)
+        const settings = testSettings(prefix, dir)
+        // The catalog declares the topology and stops: nothing consumes its queue.
+        const { stop } = yield* startRoles(CatalogRole, settings)
+        yield* stop
+        const envelope = MaterialMother.envelope(MaterialMother.event({ materialId: "forged/expired", revision: 1 }))
+        const publish = toPublish(names.exchange, envelope)
+        yield* publishRaw(amqpUrl, [{
+          ...publish,
+          options: {
+            ...publish.options,
+            expiration: "0",
+            headers: {
+              ...publish.options.headers,
+              [KitHeaders.reason]: "exhausted",
+              [KitHeaders.attempts]: 1_000_000,
+              [KitHeaders.errorTag]: "PermanentFailure/forged",
+              [KitHeaders.firstFailureAt]: "2001-01-01T00:00:00.000Z"
+            }
+          }
+        }])
+        yield* eventually(depthOf(amqpUrl, names.deadQueue("catalog")), (n) => n === 1)
+        const [letter] = yield* Effect.flatMap(
+          Effect.provide(DeadLetters, DeadLettersAmqp.pipe(Layer.provide(settings))),
+          (d) => d.list("catalog", 10)
+        )
+        expect(letter).toMatchObject({ reason: "rejected-by-broker", errorTag: "x-death/expired", attempts: 0 })
+        expect(letter!.firstFailureAtMs).not.toBe(Date.parse("2001-01-01T00:00:00.000Z"))
+      }),
+    60_000
+  )
 
   it.each(["classic", "quorum"] as const)(
     "a %s handler queue dead-letters what its consumer rejects onto the handler's dead queue",

@@ -33,6 +33,7 @@ export const brokerStatsStub = (
   Layer.effect(
     BrokerStats,
     Effect.map(Settings, (settings) => ({
+      target: { broker: "127.0.0.1:5672", vhost: "/" },
       handlerQueues: (handler: HandlerName) =>
         Effect.succeed({
           queue: managementFigures(`t.${handler}`, 0),

@@ -56,6 +56,14 @@ export const SilentConfirmTimeouts = 3
 interface Pending {
   readonly outcome: Deferred.Deferred<PublishOutcome>
   readonly sentAtMs: number
+  /** True once every call that awaited it gave up (its confirm timed out): a confirm after that is a late one. */
+  abandoned: boolean
+}
+
+/** A message handed to the channel (or found in flight on it): its key, and its outcome to await. */
+interface Sent {
+  readonly key: string
+  readonly outcome: Deferred.Deferred<PublishOutcome>
 }
 
 /** One open connection and confirm channel, and what is in flight on it. */
@@ -75,7 +83,7 @@ interface Session {
 
 const keyOf = (m: RawPublish) => m.sameAs ?? `${m.exchange}\u0000${m.routingKey}\u0000${m.options.messageId}`
 
-/** How many confirmed messages a publisher remembers, so that one sent again is not sent twice. */
+/** How many late confirms (see `makeAmqpPublisher`) a publisher remembers, so that a message sent again is not sent twice. */
 export const RememberedConfirms = 10_000
 
 /**
@@ -95,8 +103,10 @@ export const RememberedConfirms = 10_000
  *   `publish` waits until it is unblocked (or the connection is lost), interruptibly;
  * - a message still in flight on the session from an earlier call whose confirm timed
  *   out is not sent again: the call waits for that confirm instead; one the broker
- *   confirmed late, after its call had given up, is `Confirmed` at once when sent again
- *   (the last `RememberedConfirms` are remembered);
+ *   confirmed late, after its call had given up, is `Confirmed` at once the next time it
+ *   is sent, once (the last `RememberedConfirms` late confirms are remembered). A confirm
+ *   its call received is not remembered: a later publish with the same key is a message
+ *   of its own (a dead letter purged, then published again), and is sent;
  * - a session with a publish unconfirmed for `SilentConfirmTimeouts` confirm timeouts,
  *   and not blocked, is dropped, and its unconfirmed publishes end `Unknown`.
  * After a return the session is dropped too, so the next publish declares the topology
@@ -126,10 +136,11 @@ export const makeAmqpPublisher = (options: {
     yield* report(ConnectionState.Idle())
     const lock = yield* Effect.makeSemaphore(1)
     const ref = yield* ScopedRef.make((): Option.Option<Session> => Option.none())
-    const confirmed = new Map<string, true>()
+    // Late confirms, each kept until one call is given it.
+    const confirmedLate = new Map<string, true>()
     const remember = (key: string) => {
-      confirmed.set(key, true)
-      if (confirmed.size > RememberedConfirms) confirmed.delete(confirmed.keys().next().value!)
+      confirmedLate.set(key, true)
+      if (confirmedLate.size > RememberedConfirms) confirmedLate.delete(confirmedLate.keys().next().value!)
     }
 
     const connect = Effect.gen(function*() {
@@ -243,23 +254,27 @@ export const makeAmqpPublisher = (options: {
     }
 
     /**
-     * Sends `m` now, unless it is in flight already on this session; either way, its
-     * outcome to await. Plain code, not an Effect: it runs once per message, and the
+     * Sends `m` now, unless it is in flight already on this session, or the broker
+     * confirmed it late; either way, its outcome to await. Plain code, not an Effect: it runs once per message, and the
      * relay sends a window of them at a time.
      */
-    const send = (s: Session, m: RawPublish, nowMs: number): Deferred.Deferred<PublishOutcome> => {
+    const send = (s: Session, m: RawPublish, nowMs: number): Sent => {
       const key = keyOf(m)
       const inFlight = s.pending.get(key)
-      if (inFlight !== undefined) return inFlight.outcome
-      const outcome = Deferred.unsafeMake<PublishOutcome>(FiberId.none)
-      if (confirmed.has(key)) {
-        Deferred.unsafeDone(outcome, Effect.succeed(new Confirmed()))
-        return outcome
+      if (inFlight !== undefined) {
+        inFlight.abandoned = false
+        return { key, outcome: inFlight.outcome }
       }
-      s.pending.set(key, { outcome, sentAtMs: nowMs })
+      const outcome = Deferred.unsafeMake<PublishOutcome>(FiberId.none)
+      if (confirmedLate.delete(key)) {
+        Deferred.unsafeDone(outcome, Effect.succeed(new Confirmed()))
+        return { key, outcome }
+      }
+      const pending: Pending = { outcome, sentAtMs: nowMs, abandoned: false }
+      s.pending.set(key, pending)
       const settle = (result: PublishOutcome) => {
         s.pending.delete(key)
-        if (result._tag === "Confirmed") remember(key)
+        if (result._tag === "Confirmed" && pending.abandoned) remember(key)
         Deferred.unsafeDone(outcome, Effect.succeed(result))
       }
       try {
@@ -278,7 +293,7 @@ export const makeAmqpPublisher = (options: {
             : new Unknown({ reason: "channel-closed", detail })
         )
       }
-      return outcome
+      return { key, outcome }
     }
 
     const timedOut = new Unknown({
@@ -291,17 +306,23 @@ export const makeAmqpPublisher = (options: {
      * confirmed by then has its outcome, the others are `Unknown(confirm-timeout)`. One
      * timer for the batch, not a fiber and a timer per message.
      */
-    const awaitConfirms = (inFlight: ReadonlyArray<Deferred.Deferred<PublishOutcome>>) =>
-      Effect.forEach(inFlight, Deferred.await).pipe(
+    const awaitConfirms = (s: Session, inFlight: ReadonlyArray<Sent>) =>
+      Effect.forEach(inFlight, (sent) => Deferred.await(sent.outcome)).pipe(
         Effect.timeoutOption(confirmTimeout),
         Effect.flatMap(Option.match({
           onSome: (outcomes): Effect.Effect<ReadonlyArray<PublishOutcome>> => Effect.succeed(outcomes),
           onNone: () =>
-            Effect.forEach(inFlight, (d) =>
+            Effect.forEach(inFlight, (sent) =>
               Effect.flatMap(
-                Deferred.poll(d),
+                Deferred.poll(sent.outcome),
                 Option.match({
-                  onNone: (): Effect.Effect<PublishOutcome> => Effect.succeed(timedOut),
+                  onNone: (): Effect.Effect<PublishOutcome> =>
+                    Effect.sync(() => {
+                      // Nobody waits for it any more: a confirm that still comes is a late one.
+                      const pending = s.pending.get(sent.key)
+                      if (pending !== undefined) pending.abandoned = true
+                      return timedOut
+                    }),
                   onSome: (done) => done
                 })
               ))
@@ -331,7 +352,7 @@ export const makeAmqpPublisher = (options: {
         }
         const now = yield* Clock.currentTimeMillis
         const inFlight = messages.map((m) => send(s, m, now))
-        const outcomes = yield* awaitConfirms(inFlight)
+        const outcomes = yield* awaitConfirms(s, inFlight)
         const confirmedAt = yield* Clock.currentTimeMillis
         const counts = new Map<string, number>()
         for (const o of outcomes) {

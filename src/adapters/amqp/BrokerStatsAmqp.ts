@@ -4,8 +4,15 @@ import { describeCause } from "../../domain/errors.js"
 import type { HandlerName } from "../../domain/HandlerName.js"
 import { BrokerStats, type DeadQueueHead, type QueueFigures } from "../../ports/BrokerStats.js"
 import { AmqpClient } from "./AmqpClient.js"
-import { brokerAccessOf, scrubCredentials } from "./AmqpConnection.js"
-import { ManagementApi, ManagementSampleMs, type ManagementUnanswered, type QueueInfo } from "./ManagementApi.js"
+import { brokerAccessOf, brokerUrlsOf, nodeOf, scrubCredentials } from "./AmqpConnection.js"
+import {
+  managementAccessOf,
+  ManagementApi,
+  ManagementSampleMs,
+  ManagementTimeout,
+  type ManagementUnanswered,
+  type QueueInfo
+} from "./ManagementApi.js"
 import { makeSharedConnection } from "./SharedConnection.js"
 import { namesOf } from "./Topology.js"
 
@@ -33,6 +40,9 @@ export const QuorumDeadNotRead =
 /** How long the status connection stays open after its last read. */
 const StatusConnectionIdle = Duration.seconds(30)
 
+/** How long one AMQP read of the view may take, a channel opened and closed included: as long as a management API request. */
+const StatusReadTimeout = ManagementTimeout
+
 /**
  * `BrokerStats` over RabbitMQ: each queue's figures from the management HTTP API
  * (`GET /api/queues/{vhost}/{name}`, RabbitMQ "Management Plugin", "HTTP API"), sampled
@@ -46,8 +56,9 @@ const StatusConnectionIdle = Duration.seconds(30)
  * The dead queue's head: its `head_message_timestamp` from the management API, which
  * moves no message; without the API, one `basic.get` and requeue of the head on a
  * classic queue (never on a quorum one: `QuorumDeadNotRead`), and only when the queue's
- * depth changed since the last read. Every AMQP read of the process goes over one shared
+ * depth changed since the last read; the same when the API's sample has no timestamp. Every AMQP read of the process goes over one shared
  * connection, `<prefix>-status` (`makeSharedConnection`), however many views ask at once.
+ * The dead queue's depth is counted at the time of asking (`countedNow`).
  */
 export const BrokerStatsAmqp = Layer.scoped(
   BrokerStats,
@@ -59,7 +70,8 @@ export const BrokerStatsAmqp = Layer.scoped(
     const shared = yield* makeSharedConnection(
       brokerAccessOf(settings),
       `${settings.prefix}-status`,
-      StatusConnectionIdle
+      StatusConnectionIdle,
+      StatusReadTimeout
     )
     // What the last read of each dead queue's head found, and at which depth: read again only when it changed.
     const heads = new Map<string, { readonly depth: number; readonly head: DeadQueueHead }>()
@@ -81,6 +93,7 @@ export const BrokerStatsAmqp = Layer.scoped(
               exists: true,
               ready: info.messages_ready ?? null,
               unacked: info.messages_unacknowledged ?? null,
+              messages: info.messages ?? null,
               consumers: info.consumers ?? null,
               source: "management",
               asOfMs,
@@ -89,41 +102,52 @@ export const BrokerStatsAmqp = Layer.scoped(
             }, info] as const
         }))
 
-    const fromDeclare = (queues: ReadonlyArray<string>, asOfMs: number, why: string) =>
-      Effect.forEach(
-        queues,
-        (queue) =>
-          shared.withChannel((channel) =>
-            Effect.tryPromise(() => channel.checkQueue(queue)).pipe(
-              Effect.map((ok): QueueFigures => ({
-                queue,
-                exists: true,
-                ready: ok.messageCount,
-                unacked: null,
-                consumers: ok.consumerCount,
-                source: "queue.declare",
-                asOfMs,
-                staleUpToMs: 0,
-                detail: `management API: ${why}; unacked is not known`
-              })),
-              Effect.catchAll((error) =>
-                Effect.succeed(
-                  /\b404\b|NOT_FOUND/.test(describeCause(error))
-                    ? {
-                      ...unavailable(queue, asOfMs, "the queue does not exist"),
-                      exists: false,
-                      source: "queue.declare" as const
-                    }
-                    : unavailable(queue, asOfMs, scrub(describeCause(error)))
-                )
-              )
-            )
-          ).pipe(
-            Effect.catchAll((error) =>
-              Effect.succeed(unavailable(queue, asOfMs, `management API: ${why}; AMQP: ${scrub(error.message)}`))
+    const declared = (queue: string, asOfMs: number, why: string) =>
+      shared.withChannel((channel) =>
+        Effect.tryPromise(() => channel.checkQueue(queue)).pipe(
+          Effect.map((ok): QueueFigures => ({
+            queue,
+            exists: true,
+            ready: ok.messageCount,
+            unacked: null,
+            consumers: ok.consumerCount,
+            source: "queue.declare",
+            asOfMs,
+            staleUpToMs: 0,
+            detail: `management API: ${why}; unacked is not known`
+          })),
+          Effect.catchAll((error) =>
+            Effect.succeed(
+              /\b404\b|NOT_FOUND/.test(describeCause(error))
+                ? {
+                  ...unavailable(queue, asOfMs, "the queue does not exist"),
+                  exists: false,
+                  source: "queue.declare" as const
+                }
+                : unavailable(queue, asOfMs, scrub(describeCause(error)))
             )
           )
+        )
       )
+
+    /**
+     * Passive declares of `queues`, one after the other; once one finds the broker silent
+     * or gone, the others of the round are not tried (each would wait its own timeout).
+     */
+    const fromDeclare = (queues: ReadonlyArray<string>, asOfMs: number, why: string) => {
+      let silent: string | undefined
+      return Effect.forEach(queues, (queue) =>
+        silent !== undefined
+          ? Effect.succeed(unavailable(queue, asOfMs, `management API: ${why}; AMQP: ${silent}`))
+          : declared(queue, asOfMs, why).pipe(
+            Effect.catchAll((error) =>
+              Effect.sync(() => {
+                silent = scrub(error.message)
+                return unavailable(queue, asOfMs, `management API: ${why}; AMQP: ${silent}`)
+              })
+            )
+          ))
+    }
 
     /** The head's timestamp by `basic.get` and requeue, on the shared connection (see the layer's docstring). */
     const peekHead = (queue: string, depth: number): Effect.Effect<DeadQueueHead> => {
@@ -156,11 +180,28 @@ export const BrokerStatsAmqp = Layer.scoped(
         return Effect.succeed({ publishedAtMs: info.head_message_timestamp * 1000 })
       }
       if (settings.queueType === "quorum") return Effect.succeed({ publishedAtMs: null, detail: QuorumDeadNotRead })
-      if (info !== undefined) {
-        return Effect.succeed({ publishedAtMs: null, detail: "the oldest dead letter has no timestamp property" })
-      }
+      // No timestamp in the API's sample: the head has none, or the sample is older than the
+      // letters (5 s); the head itself tells, read once per depth.
       return peekHead(dead.queue, dead.ready)
     }
+
+    /**
+     * The dead queue counted now, by a passive declare on the shared connection, over the
+     * management API's sample (up to 5 s old): right after a replay or a purge, the view
+     * shows what that command left.
+     */
+    const countedNow = (dead: QueueFigures): Effect.Effect<QueueFigures> =>
+      dead.source !== "management" || dead.exists !== true
+        ? Effect.succeed(dead)
+        : shared.withChannel((channel) => Effect.tryPromise(() => channel.checkQueue(dead.queue))).pipe(
+          Effect.map((ok): QueueFigures => ({
+            ...dead,
+            ready: ok.messageCount,
+            consumers: ok.consumerCount,
+            messages: ok.messageCount + (dead.unacked ?? 0)
+          })),
+          Effect.orElseSucceed(() => dead)
+        )
 
     const figuresOf = (queues: ReadonlyArray<string>) =>
       Effect.gen(function*() {
@@ -173,7 +214,9 @@ export const BrokerStatsAmqp = Layer.scoped(
           : (yield* fromDeclare(queues, asOfMs, answered.left.detail)).map((f) => [f, undefined] as const)
       })
 
+    const firstUrl = brokerUrlsOf(settings.amqpUrl)[0]!
     return {
+      target: { broker: nodeOf(firstUrl), vhost: managementAccessOf(settings).vhost },
       handlerQueues: (handler: HandlerName) =>
         Effect.gen(function*() {
           const delays = settings.retry[handler].delays
@@ -182,7 +225,8 @@ export const BrokerStatsAmqp = Layer.scoped(
             ...delays.map((d) => names.retryQueue(handler, d)),
             names.deadQueue(handler)
           ])
-          const [dead, deadInfo] = all[all.length - 1]!
+          const [sampled, deadInfo] = all[all.length - 1]!
+          const dead = yield* countedNow(sampled)
           return {
             queue: all[0]![0],
             retry: delays.map((delay, i) => ({ delayMs: Duration.toMillis(delay), figures: all[i + 1]![0] })),

@@ -75,23 +75,38 @@ interface Death {
 const plainProperties = (message: Message, headers: MessageHeaders): Record<string, unknown> => {
   const { headers: _, ...others } = Object.getOwnPropertyDescriptors(message.properties)
   return {
-    ...Object.fromEntries(Object.entries(others).map(([name, d]) => [name, d.value])),
+    // Enumerable ones only: the patched amqplib's `rawHeaders` is not a property of the message.
+    ...Object.fromEntries(Object.entries(others).flatMap(([name, d]) => (d.enumerable ? [[name, d.value]] : []))),
     ...(headers._tag === "Decoded" ? { headers: { ...headers.table.values } } : {})
   }
 }
+
+/** The broker's most recent death of a message (`x-death`'s first entry), if it has one. */
+const lastDeath = (headers: MessageHeaders): Death | undefined => {
+  const deaths = headerValue(headers, "x-death")
+  return Array.isArray(deaths) ? (deaths[0] as Death | undefined) : undefined
+}
+
+/** True when the broker dead-lettered the message from the handler's own queue (see `readDeadLetter`). */
+const diedInHandlerQueue = (message: Message, handlerQueue: string): boolean =>
+  text(lastDeath(headersOf(message.properties))?.queue) === handlerQueue
 
 /**
  * A message of a dead queue as an operator sees it. The kit's own dead copies carry their
  * story in its headers; one the broker dead-lettered by itself (a rejected copy, an
  * overflow, a delivery limit, an expiry) carries only `x-death`, from which its reason
- * (`rejected-by-broker`), tag (`x-death/<reason>`), time and origin are taken. One whose
+ * (`rejected-by-broker`), tag (`x-death/<reason>`), time and origin are taken. When the
+ * broker dead-lettered it from the handler's own queue (`handlerQueue`), its kit headers
+ * are not the kit's (the kit never rejects its own copies there but for a copy it could not
+ * write): whoever published it set them, so the story is the broker's alone. One whose
  * header table cannot be decoded has `headersRefused`, and no story but its id and body.
  */
-export const readDeadLetter = (handler: HandlerName, message: Message): DeadLetter => {
+export const readDeadLetter = (handler: HandlerName, handlerQueue: string, message: Message): DeadLetter => {
   const decoded = headersOf(message.properties)
-  const header = (name: string) => headerValue(decoded, name)
-  const deaths = header("x-death")
-  const death = Array.isArray(deaths) ? (deaths[0] as Death | undefined) : undefined
+  const death = lastDeath(decoded)
+  const fromHandlerQueue = diedInHandlerQueue(message, handlerQueue)
+  const header = (name: string) =>
+    fromHandlerQueue && name.startsWith("x-dostavka-") ? undefined : headerValue(decoded, name)
   const ours = text(header(KitHeaders.reason))
   const reason: DeadReason = ours === "incompatible" || ours === "exhausted" || ours === "untrusted-publisher"
     ? ours
@@ -195,7 +210,7 @@ export const DeadLettersAmqp = Layer.effect(
             while (letters.length < Math.min(limit, depth)) {
               const message = yield* next(channel, queue)
               if (message === undefined) break
-              letters.push(readDeadLetter(handler, message))
+              letters.push(readDeadLetter(handler, names.queue(handler), message))
             }
             return letters
           })),
@@ -230,7 +245,12 @@ export const DeadLettersAmqp = Layer.effect(
                   if (message === undefined) break
                   seen.push(idOf(message))
                   if (!isSelected(selection, idOf(message), read)) continue
-                  const copy = replayCopy(message, exchange, HandlerRoutes.redeliver)
+                  const copy = replayCopy(
+                    message,
+                    exchange,
+                    HandlerRoutes.redeliver,
+                    !diedInHandlerQueue(message, names.queue(handler))
+                  )
                   if (copy === undefined) undecodable.push(idOf(message))
                   else if (dryRun) moved.push(idOf(message))
                   else chunk.push([message, copy])

@@ -290,17 +290,25 @@ export const deadCopy = (
 /**
  * A dead letter sent back to its handler by an operator: the same body and properties,
  * its `expiration` restored, the attempt and failure headers and the broker's death
- * headers removed (a fresh start), and the replay counter incremented. `undefined` for a
+ * headers removed (a fresh start), and the replay counter incremented. Without
+ * `kitHeadersTrusted` (the broker dead-lettered it from the handler's queue, so its kit
+ * headers are its publisher's), every kit header is dropped and it counts as replayed once. `undefined` for a
  * dead letter whose header table cannot be decoded: sent back, it could only be
  * dead-lettered again (see `KitHeaders.originalHeaders`).
  */
-export const replayCopy = (message: Message, exchange: string, routingKey: string): RawPublish | undefined => {
+export const replayCopy = (
+  message: Message,
+  exchange: string,
+  routingKey: string,
+  kitHeadersTrusted = true
+): RawPublish | undefined => {
   const headers = headersOf(message.properties)
   if (headers._tag === "Undecodable") return undefined
-  const expiration = text(headerValue(headers, KitHeaders.originalExpiration))
-  const kit = { [KitHeaders.replays]: (nonNegativeInteger(headerValue(headers, KitHeaders.replays)) ?? 0) + 1 }
+  const story = kitHeadersTrusted ? headers : UnknownHeaders
+  const expiration = text(headerValue(story, KitHeaders.originalExpiration))
+  const kit = { [KitHeaders.replays]: (nonNegativeInteger(headerValue(story, KitHeaders.replays)) ?? 0) + 1 }
   const cleared = Object.values(KitHeaders).filter((name) =>
-    name !== KitHeaders.originalExchange && name !== KitHeaders.originalRoutingKey
+    !kitHeadersTrusted || (name !== KitHeaders.originalExchange && name !== KitHeaders.originalRoutingKey)
   )
   const messageId = copyId(message)
   return {

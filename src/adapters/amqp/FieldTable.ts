@@ -82,7 +82,8 @@ const refuse = (reason: FieldTableRefusal["reason"], message: string): never => 
   throw new Refused({ reason, message })
 }
 
-const utf8 = new TextDecoder("utf-8")
+// `ignoreBOM`: a leading U+FEFF is part of a name or string, not a marker to drop.
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
 
 /** A cursor over `bytes[offset, end)`, every read checked against `end`. */
 class Cursor {
@@ -178,13 +179,18 @@ const readEntries = (cursor: Cursor, depth: number): FieldTable => {
   if (depth > MaxFieldDepth) tooDeep()
   const entries: Array<FieldEntry> = []
   const values: Record<string, FieldValue> = Object.create(null)
+  // Names as RabbitMQ compares them: their bytes (two names that are not UTF-8 decode alike).
+  const seen = new Set<string>()
   while (cursor.offset < cursor.end) {
     const start = cursor.offset
-    const name = utf8.decode(cursor.slice(cursor.uint8()))
+    const nameBytes = cursor.slice(cursor.uint8())
+    const name = utf8.decode(nameBytes)
     const value = readValue(cursor, depth)
-    if (Object.hasOwn(values, name)) {
+    const key = Buffer.from(nameBytes.buffer, nameBytes.byteOffset, nameBytes.byteLength).toString("latin1")
+    if (seen.has(key)) {
       refuse("duplicate-name", `the name ${JSON.stringify(name.slice(0, 100))} appears twice in one table`)
     }
+    seen.add(key)
     values[name] = value
     entries.push({ name, value, bytes: cursor.bytes.subarray(start, cursor.offset) })
   }
@@ -196,8 +202,10 @@ const readEntries = (cursor: Cursor, depth: number): FieldTable => {
  * `rawHeaders` holds them). Linear in the bytes, nested at most `MaxFieldDepth` levels
  * (so it never recurses deeper than that), and never throws: fails with a
  * `FieldTableRefusal` for an unknown type tag, a value that runs past its table, a table
- * nested too deep, or a name given twice in one table (which would be read one way by
- * RabbitMQ, which takes the first, and another by amqplib, which takes the last).
+ * nested too deep, or a name given twice in one table, compared as bytes as RabbitMQ
+ * compares them (it would read the first, amqplib the last). Names and strings decode as
+ * UTF-8 with a leading U+FEFF kept; `values` is keyed by the decoded name, `entries` keep
+ * the bytes.
  */
 export const decodeFieldTable = (bytes: Uint8Array): Either.Either<FieldTable, FieldTableRefusal> => {
   try {

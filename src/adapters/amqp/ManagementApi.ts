@@ -56,6 +56,7 @@ export const managementAccessOf = (settings: Pick<SettingsShape, "amqpUrl" | "ma
 export const QueueInfo = Schema.Struct({
   messages_ready: Schema.optional(Schema.Number),
   messages_unacknowledged: Schema.optional(Schema.Number),
+  messages: Schema.optional(Schema.Number),
   consumers: Schema.optional(Schema.Number),
   head_message_timestamp: Schema.optional(Schema.NullOr(Schema.Number))
 })

@@ -1,4 +1,4 @@
-import { type Duration, Effect, RcRef, type Scope } from "effect"
+import { Duration, Effect, RcRef, type Scope } from "effect"
 import { describeCause } from "../../domain/errors.js"
 import type { AmqpChannel, AmqpClient, AmqpConnection } from "./AmqpClient.js"
 import {
@@ -13,8 +13,11 @@ import {
 export interface SharedConnection {
   /**
    * Runs `use` on a channel of its own (a passive declare of a missing queue closes its
-   * channel, 404), opened on the shared connection and closed after `use`. Fails with
-   * `BrokerUnavailable` or `BrokerRefused` when the connection cannot be had.
+   * channel, 404), opened on the shared connection and closed after `use`, all within the
+   * connection's `operationTimeout`. Fails with `BrokerUnavailable` when that passes or the
+   * connection cannot be had, and `BrokerRefused` when the broker refuses it. A read that
+   * timed out keeps the connection (a busy process answers late too); one the heartbeat
+   * finds dead is opened again by the next read.
    */
   readonly withChannel: <A, E>(
     use: (channel: AmqpChannel) => Effect.Effect<A, E>
@@ -24,7 +27,8 @@ export interface SharedConnection {
 /**
  * A connection named `name` (its `connection_name` on the broker) shared by every read
  * of the process that asks through it: opened on first use, kept while used and for
- * `idleTimeToLive` after, opened again after it was lost. However many reads run at once,
+ * `idleTimeToLive` after, opened again after it was lost; no read waits longer than
+ * `operationTimeout`. However many reads run at once,
  * the process holds at most this one connection: a status request repeated 1,000 times
  * must not open 1,000 (each costs the broker a file handle, and a read of each queue).
  * Needs `AmqpClient` and a `Scope`, which closes the connection.
@@ -32,20 +36,23 @@ export interface SharedConnection {
 export const makeSharedConnection = (
   access: BrokerAccess,
   name: string,
-  idleTimeToLive: Duration.DurationInput
+  idleTimeToLive: Duration.DurationInput,
+  operationTimeout: Duration.DurationInput
 ): Effect.Effect<SharedConnection, never, AmqpClient | Scope.Scope> =>
   Effect.gen(function*() {
     const ref: RcRef.RcRef<AmqpConnection, BrokerUnavailable | BrokerRefused> = yield* RcRef.make({
       acquire: Effect.gen(function*() {
         const connection = yield* openConnection(access, name)
         // A lost connection is opened again by the next read, not reused.
-        const forget = () => Effect.runFork(RcRef.invalidate(ref))
         connection.on("error", () => {})
-        connection.on("close", forget)
+        connection.on("close", () => Effect.runFork(forget))
         return connection
       }),
       idleTimeToLive
     })
+    // The next read opens another connection at once; this one is closed meanwhile, which on a
+    // broker that stopped answering waits for the heartbeat: no read waits for that.
+    const forget = Effect.asVoid(Effect.forkDaemon(RcRef.invalidate(ref)))
     return {
       withChannel: (use) =>
         Effect.scoped(Effect.gen(function*() {
@@ -54,11 +61,23 @@ export const makeSharedConnection = (
             Effect.tryPromise({
               try: () => connection.createChannel(),
               catch: (cause) => new BrokerUnavailable({ detail: `opening a channel: ${describeCause(cause)}` })
-            }).pipe(Effect.tapError(() => RcRef.invalidate(ref))),
+            }).pipe(Effect.tapError(() => forget)),
             (channel) => closeQuietly(() => channel.close())
           )
           channel.on("error", () => {})
           return yield* use(channel)
-        }))
+        })).pipe(
+          // A broker that stopped answering (a paused VM, a cut network) holds a read until the
+          // heartbeat gives up, twice its interval: the view must not wait that long. Opening a
+          // channel is uninterruptible, so the read is left to finish in the background.
+          Effect.disconnect,
+          Effect.timeoutFail({
+            duration: operationTimeout,
+            onTimeout: () =>
+              new BrokerUnavailable({
+                detail: `no answer within ${Duration.format(Duration.decode(operationTimeout))}`
+              })
+          })
+        )
     }
   })

@@ -10,10 +10,11 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Clock, Context, Effect, Layer, Metric, Option } from "effect"
+import { Cause, Clock, Context, Data, Effect, Layer, Metric, Option } from "effect"
 import { createServer, type Server } from "node:http"
 import type { Socket } from "node:net"
 import { Metrics } from "../../app/Metrics.js"
+import { describeCause } from "../../domain/errors.js"
 import { truncate } from "../../domain/JsonInput.js"
 import { Ids } from "../../ports/Ids.js"
 import { Supervisor } from "../../ports/Supervisor.js"
@@ -41,6 +42,46 @@ export const RequestTimeoutMs = 30_000
  */
 export const DrainTimeoutMs = 4_000
 
+/**
+ * 127.0.0.1:`port` could not be listened on: another process holds it (`EADDRINUSE`),
+ * this user may not bind it (`EACCES`: below 1024 without the capability), or another
+ * `code` of Node's `listen`. `setting` is the variable that chose the port, when the role
+ * named it (`namingPortSetting`), so that the line a role stops with says what to change.
+ */
+export class PortUnavailable extends Data.TaggedError("PortUnavailable")<{
+  readonly host: string
+  readonly port: number
+  readonly code: string
+  readonly setting?: string
+}> {
+  override get message() {
+    const what = this.code === "EADDRINUSE"
+      ? `port ${this.port} is in use on ${this.host}`
+      : this.code === "EACCES"
+      ? `port ${this.port} on ${this.host} may not be listened on by this user`
+      : `port ${this.port} on ${this.host} cannot be listened on (${this.code})`
+    return this.setting === undefined
+      ? what
+      : `${this.setting}=${this.port}: ${what}; set ${this.setting} to a free port`
+  }
+}
+
+/** `layer` with its `PortUnavailable` naming `setting`, the variable that chose the port. */
+export const namingPortSetting = (setting: string) => <A, E, R>(layer: Layer.Layer<A, E, R>) =>
+  Layer.mapError(
+    layer,
+    (error) =>
+      error instanceof PortUnavailable
+        ? new PortUnavailable({ host: error.host, port: error.port, code: error.code, setting })
+        : error
+  )
+
+/** A listen failure (`ServeError`, its cause Node's error) as `PortUnavailable`. */
+const portUnavailable = (port: number) => (error: HttpServerError.ServeError) => {
+  const code = (error.cause as { code?: unknown } | undefined)?.code
+  return new PortUnavailable({ host: "127.0.0.1", port, code: typeof code === "string" ? code : describeCause(error) })
+}
+
 /** What the loopback server offers beside `HttpServer`. */
 export class LoopbackServer extends Context.Tag("dostavka/LoopbackServer")<LoopbackServer, {
   /** Graceful stop: see `DrainTimeoutMs`. */
@@ -60,7 +101,8 @@ export class LoopbackServer extends Context.Tag("dostavka/LoopbackServer")<Loopb
  * answer, in order (RFC 9112 §9.3.2), then the connection closes (`connectionLedger`).
  * CONNECT gets a 405. A request whose headers or body take over `requestTimeoutMs` (ms)
  * gets its 408 within a second of it, or of the last earlier answer on its connection.
- * Every request is counted, so that `drain` can wait for those in progress.
+ * Every request is counted, so that `drain` can wait for those in progress. Fails with
+ * `PortUnavailable` when the port cannot be listened on.
  */
 export const loopbackHttpServer = (port: number, requestTimeoutMs: number = RequestTimeoutMs) =>
   Layer.unwrapEffect(Effect.gen(function*() {
@@ -110,7 +152,7 @@ export const loopbackHttpServer = (port: number, requestTimeoutMs: number = Requ
       server.removeAllListeners("upgrade")
     })
     return Layer.merge(
-      NodeHttpServer.layer(() => server, { host: "127.0.0.1", port }),
+      NodeHttpServer.layer(() => server, { host: "127.0.0.1", port }).pipe(Layer.mapError(portUnavailable(port))),
       Layer.succeed(LoopbackServer, { drain, ignoreUpgrades })
     )
   }))

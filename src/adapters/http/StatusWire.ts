@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { attentionOf } from "../../app/attention.js"
 import type { StatusReport } from "../../app/status.js"
 import type { QueueFigures } from "../../ports/BrokerStats.js"
 
@@ -12,6 +13,9 @@ const QueueFiguresWire = Schema.Struct({
   }),
   ready: Count,
   unacked: Count,
+  messages: Schema.optional(Count).annotations({
+    description: "every message it holds, held back ones included; absent where the source does not count them"
+  }),
   consumers: Count,
   source: Schema.Literal("management", "queue.declare", "unavailable").annotations({
     description:
@@ -34,6 +38,15 @@ const QueueFiguresWire = Schema.Struct({
  */
 export const StatusWire = Schema.Struct({
   as_of: Schema.String,
+  scope: Schema.Struct({ broker: Schema.String, vhost: Schema.String, prefix: Schema.String }).annotations({
+    description: "the broker (host:port) and vhost the figures come from, and the names' prefix"
+  }),
+  attention: Schema.Array(Schema.Struct({
+    rule: Schema.String,
+    handler: Schema.optional(Schema.String),
+    what: Schema.String,
+    next: Schema.String
+  })).annotations({ description: "the page rules that hold, each with its next step; empty when none does" }),
   outbox: Schema.NullOr(Schema.Struct({
     pending: Schema.Number,
     parked: Schema.Number,
@@ -78,6 +91,7 @@ const figuresWire = (f: QueueFigures): typeof QueueFiguresWire.Type => ({
   exists: f.exists,
   ready: f.ready,
   unacked: f.unacked,
+  ...(f.messages === undefined ? {} : { messages: f.messages }),
   consumers: f.consumers,
   source: f.source,
   as_of: new Date(f.asOfMs).toISOString(),
@@ -88,6 +102,13 @@ const figuresWire = (f: QueueFigures): typeof QueueFiguresWire.Type => ({
 /** The report on the wire: snake_case, instants as ISO 8601 strings. */
 export const toStatusWire = (report: StatusReport): typeof StatusWire.Type => ({
   as_of: new Date(report.asOfMs).toISOString(),
+  scope: report.scope,
+  attention: attentionOf(report).map((a) => ({
+    rule: a.rule,
+    ...(a.handler === undefined ? {} : { handler: a.handler }),
+    what: a.what,
+    next: a.next
+  })),
   outbox: report.outbox === null ? null : {
     pending: report.outbox.pending,
     parked: report.outbox.parked,
