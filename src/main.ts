@@ -18,7 +18,7 @@ import { describeConfigError, logLevelConfig, Settings, settingsConfig } from ".
 import { describeCause } from "./domain/errors.js"
 import { printReport, runDeliveryJob, withJobLogLevel } from "./jobs/deliveryJob.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
-import { ApiRole, statusViewOver } from "./roles/api.js"
+import { statusViewOver } from "./roles/api.js"
 import {
   ApiReader,
   ApiReaderIfPresent,
@@ -28,22 +28,9 @@ import {
   HandlerInboxesSqlite
 } from "./roles/databases.js"
 import { claimDataDir, DataDirOfAnotherPrefix, dataDirPrefix } from "./roles/DataDirClaim.js"
-import { HealthRole, listeningFirst } from "./roles/health.js"
-import { ProcessServices } from "./roles/ProcessServices.js"
-import { AuditRole, CatalogRole } from "./roles/receivers.js"
-import { RelayRole } from "./roles/relay.js"
+import { processServices } from "./roles/ProcessServices.js"
+import { type RoleName, Roles } from "./roles/Roles.js"
 
-// Each role binds its ports first: a port in use stops it before anything talks to the
-// broker. A process without the API serves /healthz, /readyz and /metrics on
-// DOSTAVKA_HEALTH_PORT when set.
-const Roles = {
-  api: ApiRole,
-  relay: listeningFirst(HealthRole, RelayRole),
-  catalog: listeningFirst(HealthRole, CatalogRole),
-  audit: listeningFirst(HealthRole, AuditRole),
-  all: listeningFirst(ApiRole, Layer.mergeAll(RelayRole, CatalogRole, AuditRole))
-} as const
-type RoleName = keyof typeof Roles
 const roleNames = Object.keys(Roles) as ReadonlyArray<RoleName>
 
 const role = Options.choice("role", roleNames).pipe(
@@ -129,6 +116,10 @@ const DataDirChecked = Layer.effectDiscard(
   )
 )
 
+/** A process's name in its traces and on its metrics' `service_name`: `dostavka-<role>`, or `dostavka` for the main job. */
+const serviceNameOf = (role: Option.Option<RoleName>) =>
+  Option.match(role, { onNone: () => "dostavka", onSome: (r) => `dostavka-${r}` })
+
 /** Runs `effect` until it ends or a role fails (`Supervisor`); a failure shuts the roles down, then fails with `RoleFailed`. */
 const untilAFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(Supervisor, (supervisor) => Effect.raceFirst(effect, supervisor.failed))
@@ -154,8 +145,8 @@ const dostavka = Command.make("dostavka", { role, dataset }, ({ dataset, role })
     if (Option.isSome(role)) return yield* untilAFailure(Layer.launch(Roles[role.value]))
     return yield* runMainJob(dataset)
   }).pipe(
-    Effect.provide(ProcessServices),
-    Effect.provide(TracingLive(Option.match(role, { onNone: () => "dostavka", onSome: (r) => `dostavka-${r}` }))),
+    Effect.provide(processServices(serviceNameOf(role))),
+    Effect.provide(TracingLive(serviceNameOf(role))),
     Effect.provide(Environment)
   ))
 

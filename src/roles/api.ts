@@ -51,7 +51,7 @@ export const publicationApi = <E1, R1, E2, R2, E3, R3>(
  * `Settings`, `OutboxSignal` and `Supervisor`.
  */
 export const ApiRole = Layer.unwrapEffect(
-  Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores, statusViewOver(ApiQueryStores)))
+  Effect.map(Settings, (s) => publicationApi(s.httpPort, ApiStores, ApiQueryStores, ApiStatusView))
 ).pipe(namingPortSetting("DOSTAVKA_HTTP_PORT"))
 
 /**
@@ -61,3 +61,10 @@ export const ApiRole = Layer.unwrapEffect(
  */
 export const statusViewOver = <E, R>(outbox: Layer.Layer<Outbox, E, R>) =>
   StatusView.layer.pipe(Layer.provide([outbox, HandlerInboxesSqlite, BrokerStatsAmqp]))
+
+/**
+ * The API process's status view, over its read-only `api.db` connection: what
+ * `GET /v1/status` answers, and what its gauges are set from (one value, so that a process
+ * that builds both builds it once).
+ */
+export const ApiStatusView = statusViewOver(ApiQueryStores)

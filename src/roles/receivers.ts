@@ -6,6 +6,7 @@ import { makeAmqpPublisher } from "../adapters/amqp/AmqpPublisher.js"
 import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
 import { topologyPlanOf } from "../adapters/amqp/Topology.js"
 import { auditHandler, catalogHandler } from "../app/handlers.js"
+import { zeroCounters } from "../app/Metrics.js"
 import { type Handler, judgeAll } from "../app/receive.js"
 import { copyRequeueDelay, reconnectPolicy, Settings } from "../config.js"
 import { registerConnectionCheck } from "../ports/BrokerConnections.js"
@@ -27,6 +28,7 @@ export const receiverRole = <R>(handler: Handler<R>) =>
   Layer.scopedDiscard(
     Effect.gen(function*() {
       const settings = yield* Settings
+      yield* zeroCounters(handler.name)
       const topology = topologyPlanOf(settings, handler.name)
       const policy = settings.retry[handler.name]
       const limits = { trustedPublisher: settings.trustedPublisher, maxEventBytes: settings.maxEventBytes }

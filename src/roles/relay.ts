@@ -3,6 +3,7 @@ import { hostname } from "node:os"
 import { AmqpClient } from "../adapters/amqp/AmqpClient.js"
 import { EventBusAmqp } from "../adapters/amqp/EventBusAmqp.js"
 import { ManagementApi } from "../adapters/amqp/ManagementApi.js"
+import { zeroCounters } from "../app/Metrics.js"
 import { runRelay } from "../app/relay.js"
 import { Ids } from "../ports/Ids.js"
 import { Supervisor } from "../ports/Supervisor.js"
@@ -16,6 +17,7 @@ import { ApiStores } from "./databases.js"
  */
 export const RelayRole = Layer.scopedDiscard(
   Effect.gen(function*() {
+    yield* zeroCounters("relay")
     yield* declareAtStart("relay-setup", "relay")
     yield* keepTopology("relay-topology", "relay")
     // Added before the fork, so it runs after the relay fiber has been interrupted.

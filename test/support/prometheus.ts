@@ -19,9 +19,9 @@ export interface Scrape {
   readonly value: (name: string, labels?: Readonly<Record<string, string>>) => number
 }
 
-// The OpenTelemetry exporter adds its scope to every series; a test names the kit's labels only.
+// Every series carries the process's service_name; a test names the kit's own labels only.
 const matches = (sample: Sample, labels: Readonly<Record<string, string>>) => {
-  const { otel_scope_name: _, ...own } = sample.labels ?? {}
+  const { service_name: _, ...own } = sample.labels ?? {}
   return Object.keys(own).length === Object.keys(labels).length &&
     Object.entries(labels).every(([k, v]) => own[k] === v)
 }

@@ -360,7 +360,8 @@ export const makeAmqpPublisher = (options: {
           counts.set(label, (counts.get(label) ?? 0) + 1)
         }
         for (const [label, n] of counts) yield* Metric.incrementBy(publishesBy(label), n)
-        if (outcomes.some((o) => o._tag === "Confirmed")) {
+        // One observation per confirmed publish, as the histogram's help says.
+        for (const _ of outcomes.filter((o) => o._tag === "Confirmed")) {
           yield* Metric.update(Metrics.publishConfirmSeconds, (confirmedAt - now) / 1000)
         }
         if (outcomes.some((o) => o._tag === "Rejected" && o.reason === "returned")) s.open = false

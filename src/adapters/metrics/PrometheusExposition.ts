@@ -10,21 +10,33 @@ export class MetricsExposition extends Context.Tag("dostavka/MetricsExposition")
 }>() {
   /**
    * Over OpenTelemetry's Prometheus exporter, fed by `@effect/opentelemetry` from Effect's
-   * metric registry: the exporter writes the format (names, `_total` on counters, units,
-   * escaping), so the kit does not. The exporter's own HTTP server is not started; the
-   * kit's servers answer `GET /metrics` with `text`.
+   * metric registry: the exporter writes the format (names, `_total` on counters,
+   * escaping), so the kit does not. Every series carries `service_name` (`serviceName`,
+   * e.g. `dostavka-relay`), none the exporter's `otel_scope_name`; Effect's own runtime
+   * metrics (`effect_fiber_*`, undescribed) are left out, and so are `# UNIT` lines, which
+   * the text format 0.0.4 this page declares does not have. The exporter's own HTTP server
+   * is not started; the kit's servers answer `GET /metrics` with `text`.
    */
-  static readonly live = Layer.unwrapEffect(Effect.sync(() => {
-    const exporter = new PrometheusExporter({ preventServerStart: true })
-    const serializer = new PrometheusSerializer()
-    const text = Effect.promise(() => exporter.collect()).pipe(
-      Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
-    )
-    return Layer.merge(
-      Layer.succeed(MetricsExposition, { text }),
-      OtelMetrics.layer(() => exporter).pipe(Layer.provide(Resource.layer({ serviceName: "dostavka" })))
-    )
-  }))
+  static readonly live = (serviceName: string) =>
+    Layer.unwrapEffect(Effect.sync(() => {
+      const exporter = new PrometheusExporter({ preventServerStart: true })
+      const serializer = new PrometheusSerializer(undefined, false, /^service\.name$/, false, true)
+      const text = Effect.promise(() => exporter.collect()).pipe(
+        Effect.map(({ resourceMetrics }) =>
+          serializer.serialize({
+            ...resourceMetrics,
+            scopeMetrics: resourceMetrics.scopeMetrics.map((scope) => ({
+              ...scope,
+              metrics: scope.metrics.filter((m) => !m.descriptor.name.startsWith("effect_"))
+            }))
+          }).replace(/^# UNIT .*\n/gm, "")
+        )
+      )
+      return Layer.merge(
+        Layer.succeed(MetricsExposition, { text }),
+        OtelMetrics.layer(() => exporter).pipe(Layer.provide(Resource.layer({ serviceName })))
+      )
+    }))
 }
 
 /** The media type of the Prometheus text exposition format. */
