@@ -120,7 +120,7 @@ export const statusTable = (report: StatusReport): string => {
     connections,
     ...(pages.length === 0 ? [] : ["", ...pages.map((a) => `! ${a.what}: ${a.next}`)]),
     ...(info.length === 0 ? [] : ["", ...info.map((n) => `  note: ${n}`)])
-  ].map(printable).join("\n")
+  ].join("\n").split("\n").map(printable).join("\n")
 }
 
 /** `status --check` found page rules that hold (see `attentionOf`): the report is printed, then this one line, exit 1. */

@@ -102,6 +102,8 @@ describe("the status view", () => {
         "! catalog: 1 event(s) published over 60 s ago are in none of its queues and were never applied"
       )
       expect(text).toContain("broker 127.0.0.1:5672, vhost /, prefix")
+      // A table is its lines, not one escaped string.
+      expect(text).toMatch(/\nHANDLER +READY[^\n]+\ncatalog +0 /)
       expect(text).toMatch(/t-catalog-consumer\s+reconnecting \(attempt 3\)\s+60s\s+ECONNREFUSED/)
     }).pipe(Effect.provide(view)))
 
