@@ -286,10 +286,14 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
         }])
         yield* broker.ctl("set_vm_memory_high_watermark", "absolute", "1")
         yield* startRoles(CatalogRole, settings)
-        // Several confirm timeouts pass while the copy's publish is blocked.
+        // The alarm blocks publishers only: the consumer takes the message (none is ready then) and
+        // its copy's publish blocks. Waited for, so that the time below runs with the copy held up.
+        yield* eventually(depthOf(broker.url, names.queue("catalog")), (n) => n === 0, 30_000)
+        // Deliberately a fixed time: several confirm timeouts (1 s) must pass while the copy's publish is blocked.
         yield* Effect.sleep("4 seconds")
         yield* broker.ctl("set_vm_memory_high_watermark", "0.4")
         yield* eventually(depthOf(broker.url, names.deadQueue("catalog")), (n) => n >= 1, 30_000)
+        // Deliberately a fixed time: a second copy, were one written, would come in it.
         yield* Effect.sleep("2 seconds")
         const dead = yield* peekQueue(broker.url, names.deadQueue("catalog"))
         expect(
@@ -302,7 +306,8 @@ describe.skipIf(!hasPrivateBrokerSupport)("dead letters on a broker with a small
           ])
         )
           .toEqual([["alarm-1", "incompatible", true]])
-        expect(yield* depthOf(broker.url, names.queue("catalog"))).toBe(0)
+        // Acked after its copy's confirm; a delivery handed back meanwhile would be ready for a moment.
+        expect(yield* eventually(depthOf(broker.url, names.queue("catalog")), (n) => n === 0)).toBe(0)
       }),
     120_000
   )

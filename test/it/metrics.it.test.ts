@@ -61,11 +61,19 @@ describe("gauges to alert on", () => {
         }])
         yield* eventually(depthOf(amqpUrl, names.deadQueue("audit")), (n) => n === 1)
 
+        // The gauges are set every 5 s, one after the other, from figures the management API samples
+        // every 5 s, queue by queue, and from the outbox the relay marks after its confirms: wait until
+        // every gauge asserted below that moves has moved.
         const metrics = yield* eventually(
           scrape(base),
           (m) =>
             m.value("dostavka_queue_ready", { handler: "catalog" }) === 4 &&
-            m.value("dostavka_dead", { handler: "audit" }) === 1,
+            m.value("dostavka_dead", { handler: "audit" }) === 1 &&
+            m.value("dostavka_queue_consumers", { handler: "audit" }) === 1 &&
+            m.value("dostavka_attention", { rule: "no-consumer" }) === 1 &&
+            m.value("dostavka_attention", { rule: "dead" }) === 1 &&
+            m.value("dostavka_outbox_pending") === 0 &&
+            m.value("process_resident_memory_bytes") > 0,
           30_000
         )
         expect(metrics.value("dostavka_queue_consumers", { handler: "catalog" })).toBe(0)

@@ -72,6 +72,12 @@ const applied = (dir: string, handler: HandlerName) => () =>
     )[0]!.n
   )
 
+/** Outbox rows not yet marked published. */
+const outboxPending = (dir: string) =>
+  Effect.sync(() =>
+    query<{ n: number }>(dir, "api", "SELECT COUNT(*) AS n FROM outbox WHERE published_at IS NULL")[0]!.n
+  )
+
 interface Readiness {
   readonly status: string
   readonly checks: ReadonlyArray<{ readonly name: string; readonly ok: boolean; readonly detail?: string }>
@@ -111,10 +117,12 @@ describe("the status view", () => {
             options: { messageId: `poison-${i}`, contentType: "application/json", persistent: true }
           }))
         )
-        // The management API samples every 5 s: wait until every figure asserted below is fresh.
+        // The management API samples every 5 s: wait until every figure asserted below is fresh. The
+        // relay marks its rows published after their confirms, so audit may have applied them first.
         const before = yield* eventually(statusOf(settings), (r) =>
           handlerOf(r, "catalog").queue.ready === 5 && handlerOf(r, "audit").dead.figures.ready === 2 &&
-          handlerOf(r, "audit").queue.consumers === 1 && handlerOf(r, "catalog").queue.unacked === 0, 20_000)
+          handlerOf(r, "audit").queue.consumers === 1 && handlerOf(r, "catalog").queue.unacked === 0 &&
+          r.outbox?.pending === 0 && r.outbox?.published === 3, 20_000)
         expect(before.outbox).toMatchObject({ pending: 0, published: 3 })
         expect(handlerOf(before, "catalog")).toMatchObject({
           queue: { source: "management", ready: 5, unacked: 0, consumers: 0 },
@@ -190,9 +198,20 @@ describe("metrics and health", () => {
         expect(sent.map((o) => o._tag)).toEqual(Array(5).fill("Confirmed"))
         const delta = (now: typeof start, name: string, labels: Record<string, string>) =>
           now.value(name, labels) - start.value(name, labels)
+        // Histograms are checked in the text: this parser folds OpenTelemetry's histogram series together.
+        const histogramCount = (text: string) =>
+          Number(/^dostavka_commit_to_applied_seconds_count\{handler="catalog"[^}]*\} (\d+)$/m.exec(text)?.[1] ?? 0)
+        // Each counter moves after the fact it counts (a delivery's after its ack, a publish's after its
+        // confirm), each in its own fiber: wait until every one asserted below has moved.
         const end = yield* eventually(
           scrape(base),
-          (s) => delta(s, "dostavka_deliveries_total", { handler: "catalog", disposition: "duplicate" }) === 5
+          (s) =>
+            delta(s, "dostavka_deliveries_total", { handler: "catalog", disposition: "duplicate" }) === 5 &&
+            delta(s, "dostavka_deliveries_total", { handler: "catalog", disposition: "applied" }) === 5 &&
+            delta(s, "dostavka_deliveries_total", { handler: "audit", disposition: "applied" }) === 5 &&
+            delta(s, "dostavka_publishes_total", { outcome: "confirmed", role: "relay" }) === 5 &&
+            delta(s, "dostavka_http_requests_total", { status: "202", route: "/v1/publications" }) === 5 &&
+            histogramCount(s.text) - histogramCount(start.text) === 5
         )
         expect(end.families.map((f) => f.name)).toEqual(expect.arrayContaining([
           "dostavka_http_requests_total",
@@ -207,9 +226,6 @@ describe("metrics and health", () => {
         expect(delta(end, "dostavka_deliveries_total", { handler: "catalog", disposition: "applied" })).toBe(5)
         expect(delta(end, "dostavka_deliveries_total", { handler: "audit", disposition: "applied" })).toBe(5)
         expect(delta(end, "dostavka_deliveries_total", { handler: "audit", disposition: "duplicate" })).toBe(0)
-        // Histograms are checked in the text: this parser folds OpenTelemetry's histogram series together.
-        const histogramCount = (text: string) =>
-          Number(/^dostavka_commit_to_applied_seconds_count\{handler="catalog"[^}]*\} (\d+)$/m.exec(text)?.[1] ?? 0)
         expect(histogramCount(end.text) - histogramCount(start.text)).toBe(5)
         expect(end.text).not.toMatch(/event_id|message_id|guest/)
       }),
@@ -282,10 +298,14 @@ describe("traces across the broker", () => {
           Effect.all([applied(dir, "catalog")(), applied(dir, "audit")()]),
           ([c, a]) => c === 1 && a === 1
         )
+        // A span is exported when it ends: the relay's publish span ends after its confirm, and the
+        // API's once the answer is written, either of which may come after the receivers applied.
         const spans = yield* eventually(Effect.sync(() => exporter.getFinishedSpans()), (all) =>
           all.some((s) =>
             s.name === "Receiver.apply audit"
-          ) && all.some((s) => s.name === "Receiver.apply catalog"))
+          ) && all.some((s) => s.name === "Receiver.apply catalog") &&
+          all.some((s) => s.name === "http.server POST") &&
+          all.some((s) => s.name === "Relay.publish" && s.attributes["messaging.message.id"] === eventId))
         const named = (name: string) => spans.filter((s) => s.name === name)
         const http = named("http.server POST")[0]!
         const publish = named("Relay.publish").find((s) => s.attributes["messaging.message.id"] === eventId)!
@@ -329,7 +349,9 @@ describe("credentials", () => {
         })
         const base = baseUrl(roles.context)
         yield* postMany(base, 2, "secret")
-        yield* eventually(applied(dir, "audit")(), (n) => n === 2)
+        // Both receivers: the status command's first handler, asserted below, is the catalog.
+        yield* eventually(Effect.all([applied(dir, "catalog")(), applied(dir, "audit")()]), ([c, a]) =>
+          c === 2 && a === 2)
         // This user has no management tag: the status view falls back to queue.declare, and says why.
         const status = yield* get(base, "/v1/status")
         expect((status.body as { handlers: Array<{ queue: { source: string } }> }).handlers[0]!.queue.source).toBe(
@@ -352,7 +374,9 @@ describe("credentials", () => {
         expect(JSON.parse(cli.stdout).handlers[0].inbox.applied).toBe(2)
         expect(table.stdout).toContain("HANDLER")
         const everything = [
-          ...logs.map((l) => `${l.message} ${JSON.stringify(l.annotations)}`),
+          ...logs.map((l) =>
+            `${l.message} ${JSON.stringify(l.annotations)}`
+          ),
           JSON.stringify(status.body),
           metrics.text,
           cli.stdout,
@@ -402,6 +426,9 @@ describe("reconciliation", () => {
         yield* postMany(base, 2, "after")
         yield* eventually(Effect.all([applied(dir, "catalog")(), applied(dir, "audit")()]), ([c, a]) =>
           c === 5 && a === 9)
+        // Reconcile compares the rows marked published, which the relay marks after their confirms.
+        yield* eventually(outboxPending(dir), (n) =>
+          n === 0)
 
         const found = yield* dostavka(["reconcile", "--older-than", "0s", "--json"], cliEnv(prefix, dir))
         expect(found, found.stdout + found.stderr).toMatchObject({ code: 1 })
@@ -409,9 +436,7 @@ describe("reconciliation", () => {
           { handler: string; checked: number; gaps: Array<{ event_id: string }> }
         >
         expect(catalog).toMatchObject({ handler: "catalog", checked: 9 })
-        expect(catalog!.gaps.map((g) =>
-          g.event_id
-        )).toEqual(missed)
+        expect(catalog!.gaps.map((g) => g.event_id)).toEqual(missed)
         expect(audit).toMatchObject({ handler: "audit", checked: 9, gaps: [] })
         expect(found.stderr).toContain("some published events never reached a handler")
         const status = yield* statusOf(settings)
@@ -455,6 +480,8 @@ describe("reconciliation", () => {
         )
         const missed = yield* postMany(base, 5, "unbound")
         yield* eventually(applied(dir, "audit")(), (n) => n === 7)
+        // findGaps compares the rows marked published, which the relay marks after their confirms.
+        yield* eventually(outboxPending(dir), (n) => n === 0)
 
         const reconcile = Effect.provide(
           Layer.mergeAll(ApiReader, HandlerInboxesSqlite, RedeliveryAmqp).pipe(Layer.provide(settings))

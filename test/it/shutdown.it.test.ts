@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
-import { tempDataDir, uniquePrefix } from "../support/broker.js"
+import { eventually, tempDataDir, uniquePrefix } from "../support/broker.js"
 import { MaterialMother } from "../support/MaterialMother.js"
 import { freePort } from "../support/privateBroker.js"
 
@@ -97,6 +97,9 @@ describe("stopping the API", () => {
       for (const refusal of settled.filter((o) => typeof o === "string")) {
         expect(["refused: ECONNREFUSED", "refused: ECONNRESET", "refused: UND_ERR_SOCKET"]).toContain(refusal)
       }
-      expect(api.stderr()).toContain("api stopped")
+      // Node emits "exit" before the child's stderr has been read to its end: the last lines may come after.
+      expect(yield* eventually(Effect.sync(api.stderr), (text) => text.includes("api stopped"))).toContain(
+        "api stopped"
+      )
     }))
 })

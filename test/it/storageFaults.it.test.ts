@@ -86,6 +86,8 @@ describe("the stores under faults from outside", () => {
         const blocked = yield* Effect.fork(
           post(base, "during", MaterialMother.wire(MaterialMother.command({ materialId: "locked/b" })))
         )
+        // A fixed time for the POST to reach the lock: nothing outside shows that it waits there. Too
+        // short on a slow machine, the GET below is only answered before the POST arrives, which still holds.
         yield* Effect.sleep("200 millis")
         const read = yield* get(base, "/v1/materials/locked/a")
         expect(read.status).toBe(200)
@@ -153,8 +155,11 @@ describe("the stores under faults from outside", () => {
 
       // Nothing was acked into the unlinked file: once the process is gone, revision 2 waits in the queue.
       yield* catalog.stop
-      const { messageCount } = yield* Effect.promise(() => channel.checkQueue(namesOf(prefix).queue("catalog")))
-      expect(messageCount).toBe(1)
+      // Its unacked delivery goes back to the queue once the broker has seen the consumer go.
+      const ready = Effect.promise(() => channel.checkQueue(namesOf(prefix).queue("catalog"))).pipe(
+        Effect.map((q) => q.messageCount)
+      )
+      expect(yield* eventually(ready, (n) => n === 1)).toBe(1)
     }))
 })
 
@@ -176,7 +181,8 @@ describe("files removed or replaced under running roles", () => {
       const failure = yield* Effect.flip(catalog.failed)
       expect(failure.reason).toContain("catalog.db-wal was removed")
       yield* catalog.stop
-      expect(yield* depthOf(amqpUrl, namesOf(prefix).queue("catalog"))).toBe(1)
+      // Its unacked delivery goes back to the queue once the broker has seen the consumer go.
+      expect(yield* eventually(depthOf(amqpUrl, namesOf(prefix).queue("catalog")), (n) => n === 1)).toBe(1)
     }))
 
   it.scopedLive("api.db replaced under a running relay: the relay notices before its next write and its role fails", () =>
@@ -241,6 +247,7 @@ describe("many writers waiting for a lock another process holds", () => {
               ),
             { concurrency: "unbounded" }
           ))
+          // A fixed time for the POSTs to reach the lock: nothing outside shows that they wait there.
           yield* Effect.sleep("300 millis")
           const getAt = Date.now()
           expect((yield* get(base, "/v1/materials/many/first")).status).toBe(200)
@@ -260,6 +267,7 @@ describe("many writers waiting for a lock another process holds", () => {
             (i) => post(base, `stop-${i}`, MaterialMother.wire(MaterialMother.command({ materialId: `stop/m${i}` }))),
             { concurrency: "unbounded" }
           ))
+          // A fixed time for the POSTs to reach the lock: nothing outside shows that they wait there.
           yield* Effect.sleep("300 millis")
           const stoppedAt = Date.now()
           yield* api.stop
