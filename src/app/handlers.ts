@@ -2,7 +2,7 @@ import { Clock, Effect, Option } from "effect"
 import { isNewer } from "../domain/Material.js"
 import { AuditLog } from "../ports/AuditLog.js"
 import { CatalogStore } from "../ports/CatalogStore.js"
-import type { Handler } from "./receive.js"
+import type { Handler } from "./inboxRule.js"
 
 /**
  * The catalog handler: keeps the newest revision of each material. An event whose

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Duration, Effect, Option, TestClock } from "effect"
+import { DefaultReceiveLimits, type IncomingMessage } from "../../src/app/admission.js"
 import type { RetryPolicy } from "../../src/app/failures.js"
 import { auditHandler, catalogHandler } from "../../src/app/handlers.js"
-import { DefaultReceiveLimits, type IncomingMessage, judge, judgeAll, receive, Verdict } from "../../src/app/receive.js"
+import { judge, judgeAll, receive } from "../../src/app/receive.js"
+import { Verdict } from "../../src/app/verdict.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import { AuditLog } from "../../src/ports/AuditLog.js"
 import { CatalogStore } from "../../src/ports/CatalogStore.js"
@@ -373,6 +375,24 @@ describe("group commit (judgeAll)", () => {
       )
       expect(verdicts.map((v) => v._tag)).toEqual(["Retry", "Retry"])
       expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(0)
+    }).pipe(Effect.provide(ReceiverMemory)))
+
+  it.effect("a message whose first delivery in the batch failed is applied by its second: a failure is not a receipt", () =>
+    Effect.gen(function*() {
+      const event = MaterialMother.event({ materialId: "batch/again" })
+      let calls = 0
+      const flaky = {
+        ...auditHandler,
+        apply: (e: typeof event, message: { messageId: string; correlationId: string }) =>
+          ++calls === 1
+            ? Effect.fail(new PersistenceError({ operation: "append", kind: "unavailable", cause: "busy" }))
+            : auditHandler.apply(e, message)
+      }
+      const verdicts = yield* judgeAll(flaky, policy)([MaterialMother.incoming(event), MaterialMother.incoming(event)])
+      expect(verdicts.map((v) => v._tag === "Ack" ? v.disposition : v._tag)).toEqual(["Retry", "applied"])
+      expect(calls).toBe(2)
+      expect(yield* Effect.flatMap(AuditLog, (a) => a.count)).toBe(1)
+      expect(yield* Effect.flatMap(Inbox, (i) => i.counts("audit"))).toMatchObject({ applied: 1, duplicates: 0 })
     }).pipe(Effect.provide(ReceiverMemory)))
 })
 

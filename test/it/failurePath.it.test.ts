@@ -7,7 +7,7 @@ import { KitHeaders, retryCopy } from "../../src/adapters/amqp/FailureHeaders.js
 import { HandlerRoutes, namesOf } from "../../src/adapters/amqp/Topology.js"
 import { TransientFailure } from "../../src/app/failures.js"
 import { catalogHandler } from "../../src/app/handlers.js"
-import type { Handler } from "../../src/app/receive.js"
+import type { Handler } from "../../src/app/inboxRule.js"
 import { PersistenceError } from "../../src/domain/errors.js"
 import type { CatalogStore } from "../../src/ports/CatalogStore.js"
 import { DeadLetters, DeadLetterSelection } from "../../src/ports/DeadLetters.js"

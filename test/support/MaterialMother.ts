@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { createHash, randomUUID } from "node:crypto"
-import type { IncomingMessage } from "../../src/app/receive.js"
+import type { IncomingMessage } from "../../src/app/admission.js"
 import { type Envelope, envelopeOf } from "../../src/domain/Envelope.js"
 import { MaterialId, Revision } from "../../src/domain/Material.js"
 import { EventId, MaterialPublishedV1 } from "../../src/domain/MaterialPublished.js"
