@@ -3,6 +3,7 @@ import { existsSync } from "node:fs"
 import { AuditLogSqlite } from "../adapters/sqlite/AuditLogSqlite.js"
 import { CatalogStoreSqlite } from "../adapters/sqlite/CatalogStoreSqlite.js"
 import { CoalescingTransaction } from "../adapters/sqlite/CoalescingTransaction.js"
+import { databaseFile, databaseLayer, readerLayer } from "../adapters/sqlite/Database.js"
 import {
   ApiDb,
   ApiDbReader,
@@ -10,18 +11,15 @@ import {
   AuditDbReader,
   CatalogDb,
   CatalogDbReader,
-  databaseFile,
-  databaseLayer,
   type DatabaseTag,
-  persistence,
-  readerLayer,
-  type ServiceDatabase,
-  TransactionSqlite
-} from "../adapters/sqlite/Database.js"
+  type ServiceDatabase
+} from "../adapters/sqlite/DatabaseTags.js"
 import { InboxSqlite } from "../adapters/sqlite/InboxSqlite.js"
 import { MaterialStoreSqlite } from "../adapters/sqlite/MaterialStoreSqlite.js"
 import { OutboxSqlite } from "../adapters/sqlite/OutboxSqlite.js"
 import { PublicationRequestsSqlite } from "../adapters/sqlite/PublicationRequestsSqlite.js"
+import { persistence } from "../adapters/sqlite/SqliteFailures.js"
+import { TransactionSqlite } from "../adapters/sqlite/TransactionSqlite.js"
 import { Settings } from "../config.js"
 import { PersistenceError } from "../domain/errors.js"
 import type { HandlerName } from "../domain/HandlerName.js"

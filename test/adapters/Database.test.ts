@@ -1,17 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { rmSync } from "node:fs"
+import { databaseFile, databaseLayer, NativeBusyTimeoutMs } from "../../src/adapters/sqlite/Database.js"
 import {
   ApiDb,
   AuditDb,
   CatalogDb,
-  databaseFile,
-  databaseLayer,
   type DatabaseTag,
-  NativeBusyTimeoutMs,
-  type ServiceDatabase,
-  TransactionSqlite
-} from "../../src/adapters/sqlite/Database.js"
+  type ServiceDatabase
+} from "../../src/adapters/sqlite/DatabaseTags.js"
+import { TransactionSqlite } from "../../src/adapters/sqlite/TransactionSqlite.js"
 import { Transaction } from "../../src/ports/Transaction.js"
 import { tempDataDir } from "../support/broker.js"
 

@@ -4,7 +4,7 @@
  * fails if one of them ever compiles (see `DatabaseConnection` in src/adapters/sqlite/Database.ts).
  */
 import { CatalogStoreSqlite } from "../../src/adapters/sqlite/CatalogStoreSqlite.js"
-import { ApiDb, AuditDb, CatalogDb, CatalogDbReader } from "../../src/adapters/sqlite/Database.js"
+import { ApiDb, AuditDb, CatalogDb, CatalogDbReader } from "../../src/adapters/sqlite/DatabaseTags.js"
 import { InboxSqlite } from "../../src/adapters/sqlite/InboxSqlite.js"
 import { OutboxSqlite } from "../../src/adapters/sqlite/OutboxSqlite.js"
 

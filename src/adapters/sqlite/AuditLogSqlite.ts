@@ -1,7 +1,8 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { AuditLog, AuditRecord } from "../../ports/AuditLog.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { type DatabaseTag } from "./DatabaseTags.js"
+import { persistence } from "./SqliteFailures.js"
 import { CountRow, tableRow } from "./TableRow.js"
 
 const RecordRow = tableRow(AuditRecord, {

@@ -1,7 +1,8 @@
 import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { DeliveryFailure, Inbox, InboxCounts, Receipt } from "../../ports/Inbox.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { type DatabaseTag } from "./DatabaseTags.js"
+import { persistence } from "./SqliteFailures.js"
 import { tableRow } from "./TableRow.js"
 
 const ReceiptRow = tableRow(Receipt, { messageId: "message_id", receivedAtMs: "received_at" })

@@ -2,7 +2,8 @@ import { SqlSchema } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Envelope } from "../../domain/Envelope.js"
 import { LeaseHolder, Outbox, type OutboxMessage, OutboxState, PublishedRef } from "../../ports/Outbox.js"
-import { type DatabaseTag, persistence } from "./Database.js"
+import { type DatabaseTag } from "./DatabaseTags.js"
+import { persistence } from "./SqliteFailures.js"
 import { tableRow } from "./TableRow.js"
 
 const envelopeColumns = {
