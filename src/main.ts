@@ -16,7 +16,8 @@ import { AttentionNeeded, GapsFound, reconcileCommand, statusCommand } from "./c
 import { topologyCommand, TopologyInUse } from "./cli/TopologyCommands.js"
 import { describeConfigError, logLevelConfig, Settings, settingsConfig } from "./config.js"
 import { describeCause } from "./domain/errors.js"
-import { printReport, runDeliveryJob, withJobLogLevel } from "./jobs/deliveryJob.js"
+import { runDeliveryJob, withJobLogLevel } from "./jobs/deliveryJob.js"
+import { printReport } from "./jobs/DeliveryReport.js"
 import { RoleFailed, Supervisor } from "./ports/Supervisor.js"
 import { statusViewOver } from "./roles/api.js"
 import {

@@ -1,73 +1,22 @@
-import { FileSystem, HttpClient, HttpClientRequest, HttpServer } from "@effect/platform"
-import {
-  Clock,
-  Config,
-  Console,
-  Context,
-  Data,
-  Duration,
-  Effect,
-  HashSet,
-  Layer,
-  Logger,
-  LogLevel,
-  Option,
-  Ref,
-  Schedule,
-  Schema
-} from "effect"
+import { FileSystem, HttpClient, HttpServer } from "@effect/platform"
+import { Clock, Config, Context, Duration, Effect, Layer, Logger, LogLevel, Option, Ref, Schedule } from "effect"
 import { type HandlerName, HandlerNames } from "../domain/HandlerName.js"
 import { AuditLog } from "../ports/AuditLog.js"
-import { BrokerStats, type HandlerQueueFigures } from "../ports/BrokerStats.js"
+import { BrokerStats } from "../ports/BrokerStats.js"
 import { CatalogStore } from "../ports/CatalogStore.js"
 import { Inbox } from "../ports/Inbox.js"
 import { Outbox } from "../ports/Outbox.js"
-
-/** One line of `data/materials.jsonl`: a publication request and the answer it must get. */
-const DatasetLine = Schema.parseJson(Schema.Struct({
-  idempotency_key: Schema.String,
-  material_id: Schema.String,
-  revision: Schema.Number,
-  title: Schema.String,
-  summary: Schema.String,
-  body: Schema.String,
-  expect: Schema.Literal("accepted", "replay", "stale")
-}))
-
-/** What the job saw: the API's answers and what each receiver holds afterwards. */
-export interface DeliveryReport {
-  readonly requests: number
-  readonly accepted: number
-  readonly replayed: number
-  readonly rejectedStale: number
-  readonly rejectedOther: number
-  readonly unexpected: number
-  readonly published: number
-  readonly pending: number
-  readonly catalog: {
-    readonly applied: number
-    readonly stale: number
-    readonly duplicates: number
-    readonly entries: number
-  }
-  readonly audit: { readonly applied: number; readonly duplicates: number; readonly records: number }
-}
-
-/**
- * The job did not end as the data set says it must. When the receivers missed the
- * deadline, `report` is what they held by then (the job has printed it) and `detail`
- * ends with the likely cause (`likelyCauses`).
- */
-export class DeliveryJobFailed extends Data.TaggedError("DeliveryJobFailed")<{
-  readonly detail: string
-  readonly report?: DeliveryReport | undefined
-}> {
-  override get message() {
-    return this.detail
-  }
-}
-
-const Accepted = Schema.Struct({ request_id: Schema.String, event_id: Schema.String, status: Schema.String })
+import {
+  type Answers,
+  DeliveryJobFailed,
+  type DeliveryReport,
+  noAnswers,
+  printReport,
+  tally
+} from "./DeliveryReport.js"
+import { type Progress, withProgress } from "./JobProgress.js"
+import { post } from "./postDataset.js"
+import { likelyCauses, queuesOf } from "./Stall.js"
 
 /**
  * Where the job reads its report from, each opened only once every line is posted: the
@@ -83,159 +32,6 @@ export interface DeliveryReaders<E, R> {
   readonly audit: Layer.Layer<Inbox | AuditLog, E, R>
   readonly broker?: Layer.Layer<BrokerStats, E, R> | undefined
 }
-
-/** How one request was answered: the `expect` values of the data set, or any other status. */
-type Outcome = "accepted" | "replay" | "stale" | `HTTP ${number}`
-
-interface Answer {
-  readonly outcome: Outcome
-  /** The event of a 202, new or replayed. */
-  readonly eventId: Option.Option<string>
-  readonly expected: boolean
-}
-
-/** This run's answers, counted. */
-interface Answers {
-  readonly accepted: number
-  readonly replayed: number
-  readonly rejectedStale: number
-  readonly rejectedOther: number
-  readonly unexpected: number
-  readonly eventIds: HashSet.HashSet<string>
-}
-
-const noAnswers: Answers = {
-  accepted: 0,
-  replayed: 0,
-  rejectedStale: 0,
-  rejectedOther: 0,
-  unexpected: 0,
-  eventIds: HashSet.empty()
-}
-
-const count = (condition: boolean) => (condition ? 1 : 0)
-
-const tally = (answers: Answers, answer: Answer): Answers => ({
-  accepted: answers.accepted + count(answer.outcome === "accepted"),
-  replayed: answers.replayed + count(answer.outcome === "replay"),
-  rejectedStale: answers.rejectedStale + count(answer.outcome === "stale"),
-  rejectedOther: answers.rejectedOther + count(answer.outcome.startsWith("HTTP ")),
-  unexpected: answers.unexpected + count(!answer.expected),
-  eventIds: Option.match(answer.eventId, {
-    onNone: () => answers.eventIds,
-    onSome: (id) => HashSet.add(answers.eventIds, id)
-  })
-})
-
-/**
- * Posts line `index` of the data set to the API at `baseUrl` with its idempotency key, and
- * judges the answer against the line's `expect`; an unexpected one is logged with its line.
- */
-const post = (
-  client: HttpClient.HttpClient,
-  baseUrl: string,
-  datasetPath: string
-) =>
-(text: string, index: number) =>
-  Effect.gen(function*() {
-    const line = yield* Schema.decodeUnknown(DatasetLine)(text).pipe(
-      Effect.mapError((e) => new DeliveryJobFailed({ detail: `${datasetPath}:${index + 1}: ${e.message}` }))
-    )
-    const { idempotency_key, expect, ...command } = line
-    const response = yield* HttpClientRequest.post(`${baseUrl}/v1/publications`).pipe(
-      HttpClientRequest.setHeader("idempotency-key", idempotency_key),
-      HttpClientRequest.bodyUnsafeJson(command),
-      client.execute
-    )
-    const isReplay = response.headers["idempotent-replayed"] === "true"
-    const outcome: Outcome = response.status === 202
-      ? (isReplay ? "replay" : "accepted")
-      : response.status === 409
-      ? "stale"
-      : `HTTP ${response.status}`
-    const eventId = response.status === 202
-      ? Option.some((yield* Effect.flatMap(response.json, Schema.decodeUnknown(Accepted))).event_id)
-      : Option.none()
-    // A second run finds every request already accepted: "accepted" lines come back as replays.
-    const expected = outcome === expect || (expect === "accepted" && outcome === "replay")
-    if (!expected) {
-      yield* Effect.logError("unexpected answer").pipe(
-        Effect.annotateLogs({ line: index + 1, expected: expect, got: outcome, body: yield* response.text })
-      )
-    }
-    return { outcome, eventId, expected } satisfies Answer
-  })
-
-/** Where the job is: posting the data set, or waiting for each receiver's receipts of the `of` accepted events. */
-type Progress =
-  | { readonly phase: "sending"; readonly sent: number; readonly total: number }
-  | { readonly phase: "applying"; readonly of: number; readonly applied: Readonly<Record<HandlerName, number>> }
-
-/** The progress as one line: `sent 120/237`, then `applied catalog 180/221, audit 221/221`. */
-const describeProgress = (progress: Progress): string =>
-  progress.phase === "sending"
-    ? `sent ${progress.sent}/${progress.total}`
-    : `applied ${HandlerNames.map((h) => `${h} ${progress.applied[h]}/${progress.of}`).join(", ")}`
-
-/** Where the progress line goes: `show` one line, and `end` once after the last one shown. */
-export interface ProgressDisplayShape {
-  readonly show: (line: string) => Effect.Effect<void>
-  readonly end: Effect.Effect<void>
-}
-
-/**
- * On a terminal each line replaces the one before (carriage return, then ECMA-48 EL
- * `CSI 2 K` erases the line), and `end` moves to a new line, so the report starts on a
- * line of its own. A log line written meanwhile follows the progress line on the same
- * row: the roles log warnings and errors only (`withJobLogLevel`), which are rare.
- */
-const terminalDisplay = (stream: NodeJS.WriteStream): ProgressDisplayShape => ({
-  show: (line) =>
-    Effect.sync(() => {
-      stream.write(`\r\x1b[2K${line}`)
-    }),
-  end: Effect.sync(() => {
-    stream.write("\n")
-  })
-})
-
-/** Anywhere else (a pipe, a file, a CI log): one plain line each, no control sequence. */
-const plainDisplay: ProgressDisplayShape = { show: (line) => Console.error(line), end: Effect.void }
-
-/**
- * The job's progress display, stderr by default (so stdout holds the report alone): in
- * place on a terminal (`process.stderr.isTTY`), plain lines otherwise. A test provides a
- * recording one.
- */
-export class ProgressDisplay extends Context.Reference<ProgressDisplay>()("dostavka/ProgressDisplay", {
-  defaultValue: (): ProgressDisplayShape => (process.stderr.isTTY ? terminalDisplay(process.stderr) : plainDisplay)
-}) {}
-
-/** How often the progress line may be shown: at most once a second, and only when its text changed. */
-export const progressInterval = Schedule.spaced("1 second")
-
-/**
- * Shows `progress` on the `ProgressDisplay` on `progressInterval`, the first time one
- * interval after it starts (a job done sooner shows nothing), and never the same line
- * twice in a row. Runs until interrupted, and then ends the display if it showed anything.
- */
-const showProgress = (progress: Ref.Ref<Progress>) =>
-  Effect.gen(function*() {
-    const display = yield* ProgressDisplay
-    const shown = yield* Ref.make(Option.none<string>())
-    const tick = Effect.gen(function*() {
-      const line = describeProgress(yield* Ref.get(progress))
-      if (!Option.contains(yield* Ref.getAndSet(shown, Option.some(line)), line)) yield* display.show(line)
-    })
-    return yield* Effect.schedule(tick, progressInterval).pipe(
-      Effect.zipRight(Effect.never),
-      Effect.ensuring(Effect.flatMap(Ref.get(shown), (s) => (Option.isSome(s) ? display.end : Effect.void)))
-    )
-  })
-
-/** Runs `effect` with `progress` shown beside it; the display has ended when `effect` has. */
-const withProgress = (progress: Ref.Ref<Progress>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.raceFirst(effect, showProgress(progress))
 
 /** How often the job looks again for the receipts still missing. */
 export const receiptPolling = Schedule.spaced("100 millis")
@@ -290,88 +86,6 @@ const awaitReceipts = (
     )
     return yield* Ref.get(missing)
   })
-
-/** What the job knows when the deadline passes: receipts missing per receiver, the outbox, and the broker's figures. */
-export interface Stall {
-  readonly missing: Readonly<Record<HandlerName, number>>
-  readonly outboxPending: number
-  /** Each handler's queues as `BrokerStats` reports them; absent when they were not read. */
-  readonly queues: Partial<Record<HandlerName, HandlerQueueFigures>>
-}
-
-const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
-
-/**
- * Why receipts are missing, most telling first, from what the job can see. The main job
- * runs one receiver per handler in its own process, so a handler queue should have
- * exactly one consumer: two or more means another process takes deliveries away (round
- * robin among consumers, RabbitMQ "Consumers"), none means this process's receiver is not
- * consuming. Then what holds the missing events: the outbox (not yet confirmed), the
- * dead and retry queues, the queue itself (the receiver is behind); a queue holding none
- * of them while the outbox is drained means something took them off it, which
- * `reconcile` repairs. Management API figures may be up to 5 s old (`QueueFigures`).
- */
-export const likelyCauses = (stall: Stall): ReadonlyArray<string> => {
-  const causes: Array<string> = []
-  if (stall.outboxPending > 0) {
-    causes.push(
-      `${plural(stall.outboxPending, "event")} still in the outbox, not confirmed by the broker (see the relay's log)`
-    )
-  }
-  for (const handler of HandlerNames) {
-    const missing = stall.missing[handler]
-    const figures = stall.queues[handler]
-    if (missing === 0 || figures === undefined) continue
-    const { queue } = figures
-    const before = causes.length
-    if (queue.exists === false) {
-      causes.push(`the ${handler} queue ${queue.queue} does not exist`)
-      continue
-    }
-    if (queue.source === "unavailable") {
-      causes.push(`the ${handler} queue's figures could not be read: ${queue.detail ?? "no detail"}`)
-      continue
-    }
-    if (queue.consumers !== null && queue.consumers > 1) {
-      causes.push(
-        `the ${handler} queue has ${queue.consumers} consumers: another process consumes ${queue.queue} ` +
-          "(stop it, or use another DOSTAVKA_PREFIX)"
-      )
-    }
-    if (queue.consumers === 0) {
-      causes.push(
-        `the ${handler} queue has no consumer: this process's ${handler} receiver is not consuming (see its log)`
-      )
-    }
-    const dead = figures.dead.ready ?? 0
-    if (dead > 0) {
-      causes.push(
-        `${plural(dead, "message")} on ${figures.dead.queue} (npm run main -- dead list --handler ${handler})`
-      )
-    }
-    const retrying = figures.retry.reduce((n, r) => n + (r.figures.ready ?? 0), 0)
-    if (retrying > 0) causes.push(`${plural(retrying, "message")} waiting in the ${handler} retry queues`)
-    const held = (queue.ready ?? 0) + (queue.unacked ?? 0)
-    if (causes.length === before && held > 0) {
-      causes.push(`${plural(held, "message")} still on ${queue.queue}: the ${handler} receiver is behind`)
-    }
-    if (causes.length === before && stall.outboxPending === 0) {
-      causes.push(
-        `${queue.queue} holds none of the ${missing} events ${handler} misses: something else took them off it ` +
-          `(npm run main -- reconcile --handler ${handler} sends them again)`
-      )
-    }
-  }
-  return causes
-}
-
-/** The queues of each of `handlers` as `BrokerStats` reports them (it never fails). */
-const queuesOf = (handlers: ReadonlyArray<HandlerName>) =>
-  Effect.flatMap(BrokerStats, (stats) =>
-    Effect.map(
-      Effect.forEach(handlers, (h) => Effect.map(stats.handlerQueues(h), (figures) => [h, figures] as const)),
-      (pairs): Partial<Record<HandlerName, HandlerQueueFigures>> => Object.fromEntries(pairs)
-    ))
 
 /** Reads the report: this run's `answers` to `requests` lines, the outbox, and what each receiver holds. */
 const readReport = (
@@ -507,27 +221,3 @@ export const withJobLogLevel = <A, E, R>(job: Effect.Effect<A, E, R>) =>
     Config.option(Config.string("DOSTAVKA_LOG_LEVEL")),
     Option.match({ onNone: () => Logger.withMinimumLogLevel(job, JobRolesLogLevel), onSome: () => job })
   )
-
-/** The report as a person reads it, under `heading`: this run's answers, then what the databases hold. */
-export const formatReport = (r: DeliveryReport, heading = "Dostavka delivery report"): string => {
-  const line = (label: string, n: number, note = "") =>
-    `  ${label.padEnd(30)}${String(n).padStart(5)}${note ? `   ${note}` : ""}`
-  return [
-    heading,
-    line("requests sent", r.requests),
-    line("accepted (new)", r.accepted),
-    line("accepted again (replay)", r.replayed, "same Idempotency-Key and body: same ids, nothing written"),
-    line("rejected, stale revision 409", r.rejectedStale),
-    line("rejected, other", r.rejectedOther),
-    line("published (confirmed)", r.published, `outbox pending: ${r.pending}`),
-    line(
-      "catalog: applied",
-      r.catalog.applied,
-      `stale skipped ${r.catalog.stale}, duplicates suppressed ${r.catalog.duplicates}, entries ${r.catalog.entries}`
-    ),
-    line("audit: applied", r.audit.applied, `duplicates suppressed ${r.audit.duplicates}, records ${r.audit.records}`)
-  ].join("\n")
-}
-
-/** Prints the report on stdout (`formatReport`). */
-export const printReport = (r: DeliveryReport, heading?: string) => Console.log(formatReport(r, heading))

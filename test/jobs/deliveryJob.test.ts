@@ -14,14 +14,10 @@ import {
   TestClock
 } from "effect"
 import type { HandlerName } from "../../src/domain/HandlerName.js"
-import {
-  type DeliveryReport,
-  likelyCauses,
-  ProgressDisplay,
-  runDeliveryJob,
-  type Stall,
-  withJobLogLevel
-} from "../../src/jobs/deliveryJob.js"
+import { runDeliveryJob, withJobLogLevel } from "../../src/jobs/deliveryJob.js"
+import type { DeliveryReport } from "../../src/jobs/DeliveryReport.js"
+import { ProgressDisplay } from "../../src/jobs/JobProgress.js"
+import { likelyCauses, type Stall } from "../../src/jobs/Stall.js"
 import { BrokerStats, type HandlerQueueFigures, type QueueFigures } from "../../src/ports/BrokerStats.js"
 import { Inbox } from "../../src/ports/Inbox.js"
 import { capturedConsole } from "../support/console.js"
